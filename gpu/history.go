@@ -1,0 +1,205 @@
+package gpu
+
+import (
+	"errors"
+	"time"
+)
+
+// procEntry is what the cache knows about one PID. A negative entry (err
+// set) remembers that the PID had no readable process.
+type procEntry struct {
+	stat      ProcStat
+	err       error
+	checked   time.Time // when stat (or err) was read
+	firstPPID int       // the parent when first seen: reparenting shows as a change
+	det       *ProcDetails
+	detErr    error
+}
+
+// procCache caches /proc reads per (PID, start time). Not safe for
+// concurrent use (the Sampler owns it).
+type procCache struct {
+	src     ProcSource
+	refresh time.Duration
+	m       map[int]*procEntry
+}
+
+func newProcCache(src ProcSource, refresh time.Duration) *procCache {
+	return &procCache{src: src, refresh: refresh, m: map[int]*procEntry{}}
+}
+
+// lookup returns the entry for pid, re-reading /proc/PID/stat when the
+// entry is older than the refresh period. A new start time means a new
+// process behind a reused PID: its details are read afresh.
+func (c *procCache) lookup(pid int, now time.Time) (*procEntry, error) {
+	e := c.m[pid]
+	if e != nil && now.Sub(e.checked) < c.refresh {
+		return e, e.err
+	}
+	st, err := c.src.Stat(pid)
+	if err != nil {
+		c.m[pid] = &procEntry{err: err, checked: now}
+		return nil, err
+	}
+	if e == nil || e.err != nil || e.stat.StartTicks != st.StartTicks {
+		e = &procEntry{firstPPID: st.PPID}
+		c.m[pid] = e
+	}
+	e.stat, e.checked = st, now
+	return e, nil
+}
+
+// details reads the expensive part once per entry.
+func (c *procCache) details(e *procEntry) (ProcDetails, error) {
+	if e.det == nil && e.detErr == nil {
+		d, err := c.src.Details(e.stat.PID)
+		if err != nil {
+			e.detErr = err
+		} else {
+			e.det = &d
+		}
+	}
+	if e.detErr != nil {
+		return ProcDetails{}, e.detErr
+	}
+	return *e.det, nil
+}
+
+// prune drops entries of PIDs that are not on a GPU and have not been
+// looked at for three refresh periods.
+func (c *procCache) prune(now time.Time, live map[int]bool) {
+	for pid, e := range c.m {
+		if !live[pid] && now.Sub(e.checked) > 3*c.refresh {
+			delete(c.m, pid)
+		}
+	}
+}
+
+// idleState is one device's activity history.
+type idleState struct {
+	method     IdleMethod
+	utilSince  time.Time // the next GetProcessUtilization's lastSeen
+	obsStart   time.Time // what the first call covered from
+	lastActive map[uint32]time.Time
+
+	deviceSeen, deviceBusy time.Time
+	deviceUtilUnknown      bool
+	firstSeen, memChanged  map[uint32]time.Time
+	lastMem                map[uint32]uint64
+}
+
+func newIdleState() *idleState {
+	return &idleState{
+		method:     IdleByUtilization,
+		lastActive: map[uint32]time.Time{},
+		firstSeen:  map[uint32]time.Time{},
+		memChanged: map[uint32]time.Time{},
+		lastMem:    map[uint32]uint64{},
+	}
+}
+
+func (s *idleState) observeDevice(now time.Time, u Utilization) {
+	if s.deviceSeen.IsZero() {
+		s.deviceSeen = now
+	}
+	if !u.Known {
+		s.deviceUtilUnknown = true
+	} else if u.GPU > 0 {
+		s.deviceBusy = now
+	}
+}
+
+// processUtilization reads the per-process samples since the last call and
+// returns the latest one per PID. On the first call it asks for a whole
+// window of the driver's buffer. When the driver says unsupported, the
+// device switches to the memory method for good.
+func (s *idleState) processUtilization(d Device, now time.Time, window time.Duration) (map[uint32]ProcessUtilization, IdleMethod) {
+	if s.method != IdleByUtilization {
+		return nil, s.method
+	}
+	if s.utilSince.IsZero() {
+		s.utilSince = now.Add(-window)
+		s.obsStart = s.utilSince
+	}
+	samples, err := d.ProcessUtilization(s.utilSince)
+	if errors.Is(err, ErrNotSupported) {
+		s.method = IdleByMemory
+		return nil, s.method
+	}
+	if err != nil {
+		return nil, IdleUnknown
+	}
+	latest := make(map[uint32]ProcessUtilization, len(samples))
+	for _, u := range samples {
+		if u.SM > 0 || u.Memory > 0 {
+			if u.Time.After(s.lastActive[u.PID]) {
+				s.lastActive[u.PID] = u.Time
+			}
+		}
+		if old, ok := latest[u.PID]; !ok || u.Time.After(old.Time) {
+			latest[u.PID] = u
+		}
+		if u.Time.After(s.utilSince) {
+			s.utilSince = u.Time
+		}
+	}
+	return latest, IdleByUtilization
+}
+
+// isIdle records the process's memory (for the memory method) and says
+// whether it has been idle for the window.
+func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, method IdleMethod) bool {
+	if _, ok := s.firstSeen[p.PID]; !ok {
+		s.firstSeen[p.PID] = now
+		s.lastMem[p.PID] = p.Memory
+	}
+	if s.lastMem[p.PID] != p.Memory {
+		s.lastMem[p.PID] = p.Memory
+		s.memChanged[p.PID] = now
+	}
+	switch method {
+	case IdleByUtilization:
+		start := s.obsStart
+		if p.StartTime.After(start) {
+			start = p.StartTime
+		}
+		if now.Sub(start) < window {
+			return false // not watched (or not alive) for a whole window
+		}
+		last := s.lastActive[p.PID]
+		return last.IsZero() || now.Sub(last) >= window
+	case IdleByMemory:
+		if s.deviceUtilUnknown {
+			return false
+		}
+		since := s.firstSeen[p.PID]
+		if c := s.memChanged[p.PID]; c.After(since) {
+			since = c
+		}
+		if s.deviceBusy.After(since) {
+			since = s.deviceBusy
+		}
+		return now.Sub(since) >= window
+	}
+	return false
+}
+
+// forget drops the history of PIDs no longer listed on the device.
+func (s *idleState) forget(list []DriverProcess) {
+	on := make(map[uint32]bool, len(list))
+	for _, p := range list {
+		on[p.PID] = true
+	}
+	for pid := range s.firstSeen {
+		if !on[pid] {
+			delete(s.firstSeen, pid)
+			delete(s.memChanged, pid)
+			delete(s.lastMem, pid)
+		}
+	}
+	for pid := range s.lastActive {
+		if !on[pid] {
+			delete(s.lastActive, pid)
+		}
+	}
+}

@@ -1,0 +1,446 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Flags classify a process; see the package documentation for each rule.
+type Flags uint16
+
+// The flags, in the order Names lists them.
+const (
+	FlagNoSuchProcess Flags = 1 << iota
+	FlagZombie
+	FlagOrphaned
+	FlagJupyter
+	FlagIdle
+	FlagNoPermission
+)
+
+var flagNames = []struct {
+	f    Flags
+	name string
+}{
+	{FlagNoSuchProcess, "no-such-process"},
+	{FlagZombie, "zombie"},
+	{FlagOrphaned, "orphaned"},
+	{FlagJupyter, "jupyter"},
+	{FlagIdle, "idle"},
+	{FlagNoPermission, "no-permission"},
+}
+
+// Names returns the flags' names ("zombie", "idle", ...) in a fixed order.
+func (f Flags) Names() []string {
+	out := []string{}
+	for _, n := range flagNames {
+		if f&n.f != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// String joins Names with commas.
+func (f Flags) String() string { return strings.Join(f.Names(), ",") }
+
+// IdleMethod says how a device's processes were judged idle.
+type IdleMethod uint8
+
+const (
+	// IdleUnknown: neither method could judge yet.
+	IdleUnknown IdleMethod = iota
+	// IdleByUtilization: the driver's per-process utilization samples
+	// (GetProcessUtilization) showed no SM or memory activity over the
+	// window. On the first sample the window is what the driver buffered.
+	IdleByUtilization
+	// IdleByMemory: per-process utilization is unsupported; the process's
+	// memory did not change and the device was at 0 % utilization at every
+	// sample over the window. Needs a window of history: a one-shot sample
+	// never flags a process idle this way.
+	IdleByMemory
+)
+
+func (m IdleMethod) String() string {
+	switch m {
+	case IdleByUtilization:
+		return "process-utilization"
+	case IdleByMemory:
+		return "memory-history"
+	}
+	return "unknown"
+}
+
+// Snapshot is one full sample of the host.
+type Snapshot struct {
+	Time      time.Time
+	Host      HostInfo
+	Devices   []DeviceState
+	Processes []Process // sorted by memory, largest first
+	Warnings  []string  // per-device failures, unmapped visible-device entries
+}
+
+// DeviceState is one device in a Snapshot.
+type DeviceState struct {
+	Identity
+	Memory      Memory
+	Utilization Utilization
+	// ProcessMemory is the sum of the listed processes' memory;
+	// Unattributed is Memory.Used minus that, clamped at zero.
+	ProcessMemory, Unattributed uint64
+	Processes                   int // how many processes the driver listed
+	IdleMethod                  IdleMethod
+	Err                         error // the query that failed, if any
+}
+
+// Process is one process on one device (a process on two devices appears
+// twice, once per device).
+type Process struct {
+	PID         uint32
+	Device      int    // NVML index
+	DeviceUUID  string // "GPU-..."
+	Memory      uint64 // bytes
+	MemoryKnown bool
+	Kind        ProcessKind
+
+	// From /proc (zero when FlagNoSuchProcess or without a ProcSource).
+	User      string
+	UID       uint32
+	Cmdline   []string
+	Comm      string
+	Cgroup    string
+	Container Container
+	StartTime time.Time
+	PPID      int
+	State     string
+
+	// Utilization from the driver's per-process samples in the last sample
+	// period, when UtilKnown.
+	SM, MemUtil uint32
+	UtilKnown   bool
+
+	Flags Flags
+}
+
+// Command is the command line joined with spaces, or [comm] when the
+// command line is empty.
+func (p Process) Command() string {
+	if len(p.Cmdline) > 0 {
+		return strings.Join(p.Cmdline, " ")
+	}
+	if p.Comm != "" {
+		return "[" + p.Comm + "]"
+	}
+	return ""
+}
+
+// MemorySample is one device's memory at one instant (the fast path).
+type MemorySample struct {
+	Device int
+	Memory Memory
+}
+
+// SamplerOptions configure a Sampler. The zero value works: no /proc
+// enrichment, defaults below.
+type SamplerOptions struct {
+	// Procs enriches PIDs; nil leaves processes bare (and classifies
+	// only what the driver says).
+	Procs ProcSource
+	// ProcRefresh is how often a known process's /proc/PID/stat is re-read
+	// (state, parent). Default 1 s. The command line, owner and cgroup are
+	// read once per (PID, start time).
+	ProcRefresh time.Duration
+	// IdleWindow is how long a process must show no GPU activity to be
+	// flagged idle. Default 30 s.
+	IdleWindow time.Duration
+	// Devices restricts sampling to these NVML indices; nil samples all.
+	Devices []int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Sampler samples a Host. It keeps the history classification needs, so
+// use one Sampler per monitor loop. It is not safe for concurrent use.
+type Sampler struct {
+	host    Host
+	opts    SamplerOptions
+	all     []Identity
+	devs    []Device // selected, in order
+	ids     []Identity
+	cache   *procCache
+	idle    []*idleState // per selected device
+	sampled bool
+}
+
+// NewSampler lists the host's devices and reads their identities.
+func NewSampler(h Host, opts SamplerOptions) (*Sampler, error) {
+	if opts.ProcRefresh <= 0 {
+		opts.ProcRefresh = time.Second
+	}
+	if opts.IdleWindow <= 0 {
+		opts.IdleWindow = 30 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	devs, err := h.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("list devices: %w", err)
+	}
+	s := &Sampler{host: h, opts: opts}
+	for _, d := range devs {
+		id, err := d.Identity()
+		if err != nil {
+			return nil, fmt.Errorf("identify device: %w", err)
+		}
+		s.all = append(s.all, id)
+	}
+	want := func(i int) bool { return true }
+	if opts.Devices != nil {
+		set := map[int]bool{}
+		for _, i := range opts.Devices {
+			if i < 0 || i >= len(devs) {
+				return nil, fmt.Errorf("no GPU %d: this host has %d (0-%d)", i, len(devs), len(devs)-1)
+			}
+			set[i] = true
+		}
+		want = func(i int) bool { return set[i] }
+	}
+	for i, d := range devs {
+		if want(i) {
+			s.devs = append(s.devs, d)
+			s.ids = append(s.ids, s.all[i])
+			s.idle = append(s.idle, newIdleState())
+		}
+	}
+	if opts.Procs != nil {
+		s.cache = newProcCache(opts.Procs, opts.ProcRefresh)
+	}
+	return s, nil
+}
+
+// AllDevices returns the identities of every device on the host.
+func (s *Sampler) AllDevices() []Identity { return s.all }
+
+// Devices returns the identities of the sampled devices.
+func (s *Sampler) Devices() []Identity { return s.ids }
+
+// Host describes the host.
+func (s *Sampler) Host() HostInfo { return s.host.Info() }
+
+// SampleMemory is the fast path: one memory query per sampled device,
+// appended to dst[:0]. A device whose query fails is left out and its
+// error joined into err.
+func (s *Sampler) SampleMemory(dst []MemorySample) ([]MemorySample, error) {
+	dst = dst[:0]
+	var errs []error
+	for i, d := range s.devs {
+		m, err := d.Memory()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		dst = append(dst, MemorySample{Device: s.ids[i].Index, Memory: m})
+	}
+	return dst, errors.Join(errs...)
+}
+
+// Sample takes a full snapshot: memory, utilization and processes of every
+// sampled device, each process enriched from /proc and classified. A device
+// whose queries fail appears with Err set and a warning; Sample fails only
+// when no device could be read.
+func (s *Sampler) Sample() (*Snapshot, error) {
+	now := s.opts.Now()
+	snap := &Snapshot{Time: now, Host: s.host.Info()}
+	failed := 0
+	live := map[int]bool{}
+	for i, d := range s.devs {
+		ds, procs, err := s.sampleDevice(i, d, now)
+		if err != nil {
+			failed++
+			ds.Err = err
+			snap.Warnings = append(snap.Warnings, fmt.Sprintf("GPU %d: %v", ds.Index, err))
+		}
+		for _, p := range procs {
+			live[int(p.PID)] = true
+		}
+		snap.Devices = append(snap.Devices, ds)
+		snap.Processes = append(snap.Processes, procs...)
+	}
+	if failed > 0 && failed == len(s.devs) {
+		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
+	}
+	if s.cache != nil {
+		s.cache.prune(now, live)
+	}
+	sort.SliceStable(snap.Processes, func(a, b int) bool {
+		pa, pb := snap.Processes[a], snap.Processes[b]
+		if pa.Memory != pb.Memory {
+			return pa.Memory > pb.Memory
+		}
+		if pa.PID != pb.PID {
+			return pa.PID < pb.PID
+		}
+		return pa.Device < pb.Device
+	})
+	s.sampled = true
+	return snap, nil
+}
+
+func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
+	ds := DeviceState{Identity: s.ids[i]}
+	var err error
+	if ds.Memory, err = d.Memory(); err != nil {
+		return ds, nil, err
+	}
+	if ds.Utilization, err = d.Utilization(); err != nil && !errors.Is(err, ErrNotSupported) {
+		return ds, nil, err
+	}
+	list, err := d.Processes()
+	if err != nil {
+		return ds, nil, err
+	}
+	ds.Processes = len(list)
+	idle := s.idle[i]
+	idle.observeDevice(now, ds.Utilization)
+	util, method := idle.processUtilization(d, now, s.opts.IdleWindow)
+	ds.IdleMethod = method
+
+	procs := make([]Process, 0, len(list))
+	for _, dp := range list {
+		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
+		ds.ProcessMemory += dp.Memory
+		if u, ok := util[dp.PID]; ok {
+			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
+		} else if method == IdleByUtilization {
+			p.UtilKnown = true // no sample in the period: no activity
+		}
+		s.enrich(&p, now)
+		if idle.isIdle(p, now, s.opts.IdleWindow, method) {
+			p.Flags |= FlagIdle
+		}
+		procs = append(procs, p)
+	}
+	idle.forget(list)
+	if ds.Memory.Used > ds.ProcessMemory {
+		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
+	}
+	return ds, procs, nil
+}
+
+// enrich fills the /proc fields and the flags that come from /proc.
+func (s *Sampler) enrich(p *Process, now time.Time) {
+	if s.cache == nil {
+		return
+	}
+	e, err := s.cache.lookup(int(p.PID), now)
+	switch {
+	case errors.Is(err, ErrNoProcess):
+		p.Flags |= FlagNoSuchProcess
+		return
+	case err != nil:
+		p.Flags |= FlagNoPermission
+		return
+	}
+	st := e.stat
+	p.Comm, p.StartTime, p.PPID, p.State = st.Comm, st.StartTime, st.PPID, st.State
+	det, err := s.cache.details(e)
+	if err != nil {
+		if errors.Is(err, ErrNoProcess) {
+			p.Flags |= FlagNoSuchProcess
+		} else {
+			p.Flags |= FlagNoPermission
+		}
+	} else {
+		p.User, p.UID, p.Cmdline, p.Cgroup, p.Container = det.User, det.UID, det.Cmdline, det.Cgroup, det.Container
+		if len(det.Cmdline) == 0 {
+			p.Flags |= FlagZombie // address space already released: exiting
+		}
+		if isJupyter(det.Cmdline) {
+			p.Flags |= FlagJupyter
+		}
+	}
+	if st.State == "Z" || st.State == "X" {
+		p.Flags |= FlagZombie
+	}
+	if s.orphaned(e, now) {
+		p.Flags |= FlagOrphaned
+	}
+}
+
+func isJupyter(cmd []string) bool {
+	for _, a := range cmd {
+		if strings.Contains(a, "ipykernel_launcher") || strings.Contains(a, "ipykernel") {
+			return true
+		}
+	}
+	return false
+}
+
+// orphaned applies the rule in the package documentation.
+func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
+	st := e.stat
+	if st.PPID == 0 { // the namespace's init, or a kernel thread
+		return false
+	}
+	parent, err := s.cache.lookup(st.PPID, now)
+	if err != nil {
+		return errors.Is(err, ErrNoProcess) // parent gone
+	}
+	if e.firstPPID != st.PPID {
+		return true // reparented while we watched
+	}
+	if st.PPID != 1 && parent.stat.Comm != "systemd" {
+		return false
+	}
+	if st.Session == st.PID || st.Session == 0 {
+		return false // a session leader: started as a service
+	}
+	if _, err := s.cache.lookup(st.Session, now); errors.Is(err, ErrNoProcess) {
+		return true // the shell or launcher that started it is gone
+	}
+	return false
+}
+
+// AccountingDevice is one device's accounting state and records.
+type AccountingDevice struct {
+	Identity
+	// Enabled says whether accounting mode is on. When it is off, Records
+	// is empty and EnableHint says how to turn it on.
+	Enabled bool
+	Records []AccountingRecord // by maximum memory, largest first
+	Err     error              // the query failed (e.g. not supported)
+}
+
+// EnableHint tells how to turn accounting on; vram never does it itself.
+const EnableHint = "accounting mode is off; a root user can enable it with `sudo nvidia-smi -am 1` (all GPUs) or `sudo nvidia-smi -i N -am 1`; it resets when the driver unloads unless persistence mode is on"
+
+// Accounting reads the driver's per-process accounting of every sampled
+// device: each process's exact maximum memory, including processes that
+// have exited (the driver keeps them in a circular buffer). A device
+// where the query fails carries Err; Accounting itself does not fail.
+func (s *Sampler) Accounting() []AccountingDevice {
+	out := make([]AccountingDevice, 0, len(s.devs))
+	for i, d := range s.devs {
+		ad := AccountingDevice{Identity: s.ids[i]}
+		on, err := d.AccountingEnabled()
+		switch {
+		case err != nil:
+			ad.Err = err
+		case on:
+			ad.Enabled = true
+			ad.Records, ad.Err = d.Accounting()
+			sort.SliceStable(ad.Records, func(a, b int) bool {
+				if ad.Records[a].MaxMemory != ad.Records[b].MaxMemory {
+					return ad.Records[a].MaxMemory > ad.Records[b].MaxMemory
+				}
+				return ad.Records[a].PID < ad.Records[b].PID
+			})
+		}
+		out = append(out, ad)
+	}
+	return out
+}
