@@ -1,0 +1,150 @@
+// Package alloc is a caching device-memory allocator for Go programs.
+//
+// It sits between a program and a device backend (the CUDA driver in
+// package alloc/cudadev, or the simulated device in package alloc/sim) and
+// keeps device memory that the program has freed, so that the next request
+// of a similar size is served without calling the driver. Its policy follows
+// PyTorch's CUDA caching allocator, whose vocabulary (allocated, reserved,
+// active, inactive split, peaks, EmptyCache, the summary table, snapshots)
+// the users of this package already know; it fixes the gaps that PyTorch
+// users report (see "Out of memory" below) and adds what PyTorch lacks:
+// leaks attributed to Go call sites, scopes, and use-after-free checks.
+//
+// # Glossary
+//
+//   - segment: one region obtained from Device.Malloc. Segments are never
+//     merged with each other: the driver gives no guarantee that two of them
+//     are adjacent. A segment is released (Device.Free) only as a whole.
+//   - block: a contiguous part of a segment. The blocks of a segment tile it
+//     exactly and form a doubly linked list in address order (prev, next).
+//     A block is allocated (handed to the caller), pending (freed by the
+//     caller but still in use by other streams, waiting on events) or free
+//     (cached, in a pool, reusable).
+//   - pool: the set of free blocks of one size class. The small pool holds
+//     requests of at most 1 MiB, carved from 2 MiB segments; the large pool
+//     holds everything else, carved from 20 MiB segments (requests under
+//     10 MiB) or from segments of the request rounded up to 2 MiB.
+//   - stream: the backend stream a block was allocated on. A free block is
+//     reused only by requests on the same stream, because work queued on one
+//     stream runs in order while different streams run concurrently.
+//   - reserved: bytes held in segments. allocated: bytes in allocated
+//     blocks (after rounding). active: allocated plus pending. requested:
+//     the sizes callers asked for, before rounding. inactive split: free
+//     blocks that are part of a split segment; they cannot be released
+//     without releasing their live neighbours ("non-releasable").
+//   - cap: the most the allocator may reserve: the smaller of max_bytes and
+//     max_fraction × device total, or the device total when neither is set.
+//
+// # Allocation (Malloc, Alloc)
+//
+//  1. Round the request: up to 512 B at least, then to a multiple of 512 B,
+//     or to the next of roundup_power2_divisions steps between two powers of
+//     two when that option is set (less fragmentation for requests of
+//     varying size, at the cost of some padding).
+//  2. If some block is waiting on events, poll them (EventQuery, one queue
+//     per stream so a slow stream never holds back the others) and return
+//     the completed blocks to their pools. With no RecordStream in use this
+//     step is a single comparison.
+//  3. Best fit: in the pool for the rounded size, find the smallest free
+//     block on the same stream that is at least the rounded size, lowest
+//     address first among equals. The pool is a treap ordered by (stream,
+//     size, address) whose nodes are the blocks themselves, so the search is
+//     O(log n) and allocates nothing. With max_split_size set, blocks of
+//     that size or more ("oversize") serve only oversize requests, and only
+//     when they waste less than 20 MiB.
+//  4. Split: if the block is larger than needed, cut the request from its
+//     front and return the rest to the pool (small pool: when 512 B or more
+//     remain; large pool: when more than 1 MiB remains and the request is
+//     below max_split_size).
+//  5. Grow: with no fitting block, call Device.Malloc for a new segment. If
+//     garbage_collection_threshold is set and the growth would take reserved
+//     past that fraction of the cap, first release cached whole segments,
+//     least recently used first, until it would not.
+//
+// Steps 1 to 4 are pure bookkeeping under one mutex: a cached allocation and
+// free never call the device. Block structs are recycled through a free
+// list and live blocks are found by pointer in a map, so the cached path
+// allocates no Go memory in steady state.
+//
+// # Out of memory
+//
+// Growth fails when it would pass the cap or when the device returns an
+// error wrapping ErrDeviceOutOfMemory. The allocator then (a) waits for all
+// outstanding stream events, returning their blocks to the pools, and
+// releases every cached segment that holds no live block; (b) searches the
+// pool again, because the blocks that (a) returned may fit (PyTorch does not
+// re-search, pytorch/pytorch#189504); (c) tries to grow again. Only then does
+// it return an *OutOfMemoryError. Its message says what PyTorch's says
+// (request, device total and free, allocated, reserved but unallocated) plus
+// the cap, the largest free block, how much of the free reserve is too
+// fragmented to serve the request, and what to do about it. Any other
+// device error is returned wrapped, with the allocator's state unchanged.
+//
+// # Free (Free, Buffer.Free, Scope.Close)
+//
+//  1. Look the pointer up among live blocks. A pointer that is not the start
+//     of a live block is an error (ErrDoubleFree, ErrInteriorPointer,
+//     ErrUnknownPointer) and changes nothing.
+//  2. If the block was used on other streams (RecordStream), record an
+//     event on each of them and keep the block pending until all complete.
+//  3. Otherwise, and when its events complete, poison it if poison_on_free
+//     is set, merge it with a free neighbour on either side, and insert the
+//     merged block into its pool.
+//
+// # Release
+//
+// EmptyCache waits for outstanding events and returns every segment that
+// holds no live or pending block to the device, except segments created by
+// prealloc_bytes, which are kept until Close. Memory in segments that still
+// hold a live block stays reserved; Stats reports it as inactive split.
+//
+// # Statistics
+//
+// Counters are kept incrementally, under the allocator's mutex, with
+// PyTorch's key names and semantics (allocation, segment, active,
+// inactive_split, allocated_bytes, reserved_bytes, active_bytes,
+// inactive_split_bytes, requested_bytes, each for all, small_pool and
+// large_pool, each with current, peak, allocated and freed). Tests recount
+// them from the blocks the slow way after every step and compare.
+//
+// # Invariants (checked by the property tests after every operation)
+//
+//   - the blocks of each segment tile it: the first starts at the segment's
+//     address, each starts where the previous ends, the last ends at the
+//     segment's end; no two blocks overlap and every reserved byte is in
+//     exactly one block;
+//   - no two adjacent blocks of a segment are both free (they would have
+//     been merged);
+//   - a block is in its pool's tree if and only if it is free;
+//   - the live map holds exactly the allocated blocks;
+//   - the incremental statistics equal a recount from the blocks;
+//   - after EmptyCache, every segment (other than preallocated ones) holds
+//     a live or pending block.
+//
+// # Concurrency
+//
+// All methods of Allocator, Buffer and Scope are safe for concurrent use.
+// One mutex guards an allocator's state; it is held for the cached paths
+// (tens of nanoseconds) and also across device calls on the slow paths
+// (growth, release, event polling, poisoning), which keeps the state simple
+// and consistent at the cost of serialising those. A Buffer must not be
+// freed while another goroutine copies to or from it: the check that it is
+// live and the copy are not atomic together.
+//
+// # Leak finding
+//
+// With record_call_sites set to all (or sampled, one allocation in
+// 1/sample_rate), each allocation keeps its Go call stack as program
+// counters in a fixed array (runtime.Callers); frames are resolved only
+// when a report asks for them. LiveBySite groups live allocations by call
+// site, Mark and Since list what a phase allocated and did not free, and
+// Buffers that the garbage collector finds unreachable without Free are
+// freed by a cleanup (runtime.AddCleanup) and listed by Leaked.
+//
+// # Not done yet
+//
+// The page-mapped mode (VirtualMemory: one growable address range per pool
+// and stream, like PyTorch's expandable segments) is not implemented; every
+// segment is a separate Device.Malloc. Preallocated memory serves only
+// large-pool requests on stream 0.
+package alloc

@@ -1,0 +1,197 @@
+package alloc
+
+// Statistics with PyTorch's names and semantics. See doc.go for an overview.
+
+// Stat is one statistic: its current value, the highest value since the
+// last ResetPeakStats, and the sums of increases (Allocated) and decreases
+// (Freed) since the last ResetAccumulatedStats.
+type Stat struct {
+	Current   int64 `json:"current"`
+	Peak      int64 `json:"peak"`
+	Allocated int64 `json:"allocated"`
+	Freed     int64 `json:"freed"`
+}
+
+func (s *Stat) increase(n int64) {
+	s.Current += n
+	s.Allocated += n
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+}
+
+func (s *Stat) decrease(n int64) {
+	s.Current -= n
+	s.Freed += n
+}
+
+// StatSet is a statistic for both pools together and for each pool.
+type StatSet struct {
+	All       Stat `json:"all"`
+	SmallPool Stat `json:"small_pool"`
+	LargePool Stat `json:"large_pool"`
+}
+
+// Stats is a copy of the allocator's statistics. The field comments give
+// the key prefix of StatsMap (and of torch.cuda.memory_stats).
+type Stats struct {
+	Allocation         StatSet `json:"allocation"`           // allocation: live allocations
+	Segment            StatSet `json:"segment"`              // segment: device allocations held
+	Active             StatSet `json:"active"`               // active: allocated or pending blocks
+	InactiveSplit      StatSet `json:"inactive_split"`       // inactive_split: free blocks in split segments
+	AllocatedBytes     StatSet `json:"allocated_bytes"`      // allocated_bytes: bytes in allocated blocks
+	ReservedBytes      StatSet `json:"reserved_bytes"`       // reserved_bytes: bytes in segments
+	ActiveBytes        StatSet `json:"active_bytes"`         // active_bytes
+	InactiveSplitBytes StatSet `json:"inactive_split_bytes"` // inactive_split_bytes: non-releasable free bytes
+	RequestedBytes     StatSet `json:"requested_bytes"`      // requested_bytes: sizes asked for, before rounding
+
+	NumAllocRetries     int64 `json:"num_alloc_retries"`    // growths retried after releasing the cache
+	NumOOMs             int64 `json:"num_ooms"`             // out-of-memory errors returned
+	NumDeviceAlloc      int64 `json:"num_device_alloc"`     // Device.Malloc calls that succeeded
+	NumDeviceFree       int64 `json:"num_device_free"`      // Device.Free calls that succeeded
+	NumSyncAllStreams   int64 `json:"num_sync_all_streams"` // waits for all outstanding events
+	OversizeAllocations Stat  `json:"oversize_allocations"` // allocations of max_split_size or more
+	OversizeSegments    Stat  `json:"oversize_segments"`    // segments of max_split_size or more
+	// MaxSplitSize is max_split_size in bytes, or -1 when unlimited (as
+	// PyTorch reports SIZE_MAX).
+	MaxSplitSize int64 `json:"max_split_size"`
+}
+
+// Indexes of the pool statistics in statsState.s.
+const (
+	statAllocation = iota
+	statSegment
+	statActive
+	statInactiveSplit
+	statAllocatedBytes
+	statReservedBytes
+	statActiveBytes
+	statInactiveSplitBytes
+	statRequestedBytes
+	numStatKinds
+)
+
+var statNames = [numStatKinds]string{
+	"allocation", "segment", "active", "inactive_split", "allocated_bytes",
+	"reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes",
+}
+
+// statsState is the allocator's running statistics, guarded by its mutex.
+type statsState struct {
+	s                   [numStatKinds][3]Stat // [kind][all, small, large]
+	oversizeAllocations Stat
+	oversizeSegments    Stat
+	numAllocRetries     int64
+	numOOMs             int64
+	numDeviceAlloc      int64
+	numDeviceFree       int64
+	numSyncAllStreams   int64
+}
+
+func (st *statsState) inc(kind, pool int, n int64) {
+	st.s[kind][0].increase(n)
+	st.s[kind][pool+1].increase(n)
+}
+
+func (st *statsState) dec(kind, pool int, n int64) {
+	st.s[kind][0].decrease(n)
+	st.s[kind][pool+1].decrease(n)
+}
+
+func (st *statsState) export(maxSplit uint64) Stats {
+	set := func(k int) StatSet { return StatSet{st.s[k][0], st.s[k][1], st.s[k][2]} }
+	out := Stats{
+		Allocation:          set(statAllocation),
+		Segment:             set(statSegment),
+		Active:              set(statActive),
+		InactiveSplit:       set(statInactiveSplit),
+		AllocatedBytes:      set(statAllocatedBytes),
+		ReservedBytes:       set(statReservedBytes),
+		ActiveBytes:         set(statActiveBytes),
+		InactiveSplitBytes:  set(statInactiveSplitBytes),
+		RequestedBytes:      set(statRequestedBytes),
+		NumAllocRetries:     st.numAllocRetries,
+		NumOOMs:             st.numOOMs,
+		NumDeviceAlloc:      st.numDeviceAlloc,
+		NumDeviceFree:       st.numDeviceFree,
+		NumSyncAllStreams:   st.numSyncAllStreams,
+		OversizeAllocations: st.oversizeAllocations,
+		OversizeSegments:    st.oversizeSegments,
+		MaxSplitSize:        -1,
+	}
+	if maxSplit != ^uint64(0) {
+		out.MaxSplitSize = int64(maxSplit)
+	}
+	return out
+}
+
+// Stats returns a copy of the statistics.
+func (a *Allocator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.st.export(a.maxSplit)
+}
+
+// StatsMap returns the statistics as a flat map with the key strings of
+// torch.cuda.memory_stats(), for example "allocated_bytes.all.current" and
+// "num_ooms".
+func (a *Allocator) StatsMap() map[string]int64 {
+	s := a.Stats()
+	return s.Map()
+}
+
+// Map flattens s with the key strings of torch.cuda.memory_stats().
+func (s Stats) Map() map[string]int64 {
+	m := make(map[string]int64, numStatKinds*12+16)
+	putStat := func(prefix string, st Stat) {
+		m[prefix+".current"] = st.Current
+		m[prefix+".peak"] = st.Peak
+		m[prefix+".allocated"] = st.Allocated
+		m[prefix+".freed"] = st.Freed
+	}
+	sets := [numStatKinds]StatSet{s.Allocation, s.Segment, s.Active, s.InactiveSplit,
+		s.AllocatedBytes, s.ReservedBytes, s.ActiveBytes, s.InactiveSplitBytes, s.RequestedBytes}
+	for k, set := range sets {
+		putStat(statNames[k]+".all", set.All)
+		putStat(statNames[k]+".small_pool", set.SmallPool)
+		putStat(statNames[k]+".large_pool", set.LargePool)
+	}
+	putStat("oversize_allocations", s.OversizeAllocations)
+	putStat("oversize_segments", s.OversizeSegments)
+	m["num_alloc_retries"] = s.NumAllocRetries
+	m["num_ooms"] = s.NumOOMs
+	m["num_device_alloc"] = s.NumDeviceAlloc
+	m["num_device_free"] = s.NumDeviceFree
+	m["num_sync_all_streams"] = s.NumSyncAllStreams
+	m["max_split_size"] = s.MaxSplitSize
+	return m
+}
+
+// ResetPeakStats sets every peak to its current value.
+func (a *Allocator) ResetPeakStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.st.s {
+		for i := range a.st.s[k] {
+			a.st.s[k][i].Peak = a.st.s[k][i].Current
+		}
+	}
+	a.st.oversizeAllocations.Peak = a.st.oversizeAllocations.Current
+	a.st.oversizeSegments.Peak = a.st.oversizeSegments.Current
+}
+
+// ResetAccumulatedStats zeroes the Allocated and Freed sums and the
+// counters (retries, OOMs, device calls, syncs).
+func (a *Allocator) ResetAccumulatedStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.st.s {
+		for i := range a.st.s[k] {
+			a.st.s[k][i].Allocated, a.st.s[k][i].Freed = 0, 0
+		}
+	}
+	a.st.oversizeAllocations.Allocated, a.st.oversizeAllocations.Freed = 0, 0
+	a.st.oversizeSegments.Allocated, a.st.oversizeSegments.Freed = 0, 0
+	a.st.numAllocRetries, a.st.numOOMs = 0, 0
+	a.st.numDeviceAlloc, a.st.numDeviceFree, a.st.numSyncAllStreams = 0, 0, 0
+}
