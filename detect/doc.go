@@ -1,0 +1,88 @@
+// Package detect decides whether a memory counter is leaking, from a series
+// of (time, bytes) samples: device memory used by a process as NVML reports
+// it, reserved bytes of an allocator, anything that should settle once a job
+// is warm. It is shared by vram run (the verdict at job exit), vram top (the
+// growth column) and the daemon.
+//
+// # The problem
+//
+// Memory of a healthy job is not flat. It rises fast while the job warms up
+// (CUDA context, weights, the first batches fill the allocator's cache); it
+// swings every step between a floor (what stays allocated) and a peak that
+// varies with the batch; it jumps when the job loads another model or the
+// cache grows once for a bigger batch. A leak is none of these: it is a floor
+// that keeps rising. So the detector looks at the floor, not at the level,
+// and asks whether the floor is still going up now.
+//
+// # How
+//
+//  1. Windows. Samples are grouped into fixed windows (Config.Window, 5s by
+//     default), and only each window's minimum (the floor under the
+//     sawtooth of the steps) and maximum (for the time-to-OOM projection)
+//     are kept. The window must be longer than one step of the workload;
+//     it works with any sampling interval and with irregular or missing
+//     samples, but needs several samples per window to see the floor.
+//  2. Bounded memory. At most MaxWindows windows are kept. When full, the
+//     oldest half is coarsened by merging adjacent windows (the pair of
+//     smallest combined weight, the oldest on ties), so resolution falls off
+//     with age and the newest half stays at full resolution. A merged
+//     window's floor is the weighted mean of the two floors: the minimum of
+//     more samples would be lower under noise and fake a rising trend.
+//  3. Warm-up. The settled rate is the Theil–Sen slope of the newer half of
+//     the windows; "fast" is max(WarmupRate, 4 × settled rate). Leading
+//     windows are warm-up while the floor's rise over the next three windows
+//     is faster than fast; at most half the windows are dropped, so a leak
+//     from the start, which rises as fast late as early, is not mistaken
+//     for warm-up.
+//  4. Spikes and steps. The window-to-window changes of the floor give a
+//     typical increment (median) and a noise scale (1.4826 × MAD). A window
+//     that stands more than τ = max(StepMin, 6 × noise) above both
+//     neighbours is lowered to the higher one (its samples all missed the
+//     floor). A change further than τ from the typical increment is a step:
+//     it is counted and replaced by the typical increment, so the series
+//     tested next has one-off steps taken out.
+//  5. Trend. On the step-free floor, horizons ending now are tested: the
+//     newest 12 windows, 24, 48, … and all steady windows. Each gets the
+//     Mann–Kendall test (S, variance with the tie correction, Z with
+//     continuity correction, one-sided p for "rising") and a Theil–Sen slope.
+//     A horizon shows a leak when p < Alpha / (number of horizons), the
+//     slope is at least MinSlope, the growth (slope × span) at least
+//     MinGrowth, the second half of the horizon rises at least a quarter as
+//     fast as the first half (otherwise it is leveling off), and the rise is
+//     not carried by its largest single jump (with that jump replaced by the
+//     typical increment, the test must stay significant). The short horizons
+//     catch leaks that start late in a long series; the long ones catch slow
+//     leaks under noise. The verdict reports the horizon with the largest Z.
+//  6. Ratchet. A floor that only moves in large steps (the allocator grows
+//     by whole segments) is flat between them and has no continuous trend.
+//     RatchetSteps steps up (4), none down in the steady state, and the last
+//     one no longer ago than twice the median gap between them, make a leak.
+//
+// # Choices
+//
+// One step up is not a leak: memory that grew once and then stayed flat
+// (a cache that grew for a larger batch, a second model loaded) will not run
+// the job out of memory later. The verdict is NoLeak and the reason names
+// the step. Two or three steps up are not a leak either; four or more, never
+// undone and still happening, are. A rise that is slowing down is not a
+// leak yet; if it keeps going, the newer horizons will show it.
+//
+// Confidence is 1 − P, where P is the one-sided Mann–Kendall p-value of the
+// reported horizon multiplied by the number of horizons tested (Bonferroni),
+// capped at 1. Alpha bounds the chance of a false call on a flat series for
+// one verdict; a caller that asks every second over days asks many times,
+// and should require the call to persist (say over a minute) before acting.
+//
+// The Mann–Kendall test assumes independent windows. Window minima of
+// independent noise are independent, but a workload whose floor wanders
+// slowly (autocorrelated over many windows) can look like a trend over a
+// short horizon; MinGrowth and the leveling-off check limit that, they do
+// not remove it.
+//
+// TimeToOOM projects the recent peak (not the floor) at the slope: a job
+// runs out of memory when its peak meets the capacity.
+//
+// Cost: Add is O(1) (and O(MaxWindows) once per window when the list is
+// full); Verdict is O(MaxWindows²) for the pairwise slopes. See
+// docs/detect.md for measured figures and the confusion table.
+package detect

@@ -1,0 +1,172 @@
+// Command confusion runs the leak detector over the synthetic patterns of
+// package detecttest at several sampling intervals and noise levels, many
+// seeds each, and prints a Markdown confusion table (pattern × verdict).
+//
+//	go run ./detect/internal/confusion -seeds 100
+//
+// For each run the detector's verdict is taken every 5 s of sample time and
+// at the end of the series. Healthy runs report the final verdict and whether
+// a leak was ever called; leaking runs report how long after the leak's start
+// it was first called.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/detect/detecttest"
+)
+
+func main() {
+	seeds := flag.Int("seeds", 100, "runs per pattern, interval and noise level")
+	only := flag.String("pattern", "", "run only this pattern")
+	flag.BoolVar(&debug, "debug", false, "print the reason of every wrong verdict to stderr")
+	flag.Parse()
+	if err := run(os.Stdout, *seeds, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "confusion:", err)
+		os.Exit(1)
+	}
+}
+
+// Row is the tally of one pattern at one interval and noise level.
+type Row struct {
+	Pattern  string
+	Leak     bool
+	Interval time.Duration
+	NoiseMiB float64
+	Runs     int
+	Final    [3]int // final verdict counts by detect.Kind
+	Ever     int    // runs with a Leak call at any check (before the leak starts, for leaks)
+	Latency  []time.Duration
+}
+
+var debug bool
+
+var (
+	intervals = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second}
+	noises    = []float64{0, 4, 16} // MiB
+)
+
+func run(w *os.File, seeds int, only string) error {
+	var healthy, leaks []Row
+	for _, p := range detecttest.Patterns {
+		if only != "" && p.Name != only {
+			continue
+		}
+		for _, iv := range intervals {
+			for _, nz := range noises {
+				row, err := tally(p, iv, nz, seeds)
+				if err != nil {
+					return err
+				}
+				if p.Leak {
+					leaks = append(leaks, row)
+				} else {
+					healthy = append(healthy, row)
+				}
+			}
+		}
+	}
+	if len(healthy) > 0 {
+		fmt.Fprintf(w, "Healthy patterns (%v runs), verdict at the end of the run:\n\n", detecttest.QuietDuration)
+		fmt.Fprintf(w, "| pattern | interval | noise σ | runs | leak | no-leak | insufficient | leak called at any check |\n")
+		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|\n")
+		for _, r := range healthy {
+			fmt.Fprintf(w, "| %s | %v | %g MiB | %d | %d | %d | %d | %d |\n", r.Pattern, r.Interval, r.NoiseMiB, r.Runs,
+				r.Final[detect.Leak], r.Final[detect.NoLeak], r.Final[detect.Insufficient], r.Ever)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(leaks) > 0 {
+		fmt.Fprintf(w, "Leaking patterns, checked every 5 s until %v after the leak starts:\n\n", detecttest.LeakTail)
+		fmt.Fprintf(w, "| pattern | interval | noise σ | runs | called ≤ %v | called ≤ %v | never | time to call (median / max) | called before the leak |\n",
+			detecttest.LeakWindow, detecttest.LeakTail)
+		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range leaks {
+			within := 0
+			for _, l := range r.Latency {
+				if l <= detecttest.LeakWindow {
+					within++
+				}
+			}
+			lat := "–"
+			if len(r.Latency) > 0 {
+				slices.Sort(r.Latency)
+				lat = fmt.Sprintf("%v / %v", r.Latency[len(r.Latency)/2].Round(time.Second), r.Latency[len(r.Latency)-1].Round(time.Second))
+			}
+			fmt.Fprintf(w, "| %s | %v | %g MiB | %d | %d | %d | %d | %s | %d |\n", r.Pattern, r.Interval, r.NoiseMiB, r.Runs,
+				within, len(r.Latency), r.Runs-len(r.Latency), lat, r.Ever)
+		}
+	}
+	return nil
+}
+
+func tally(p detecttest.Pattern, iv time.Duration, noiseMiB float64, seeds int) (Row, error) {
+	row := Row{Pattern: p.Name, Leak: p.Leak, Interval: iv, NoiseMiB: noiseMiB, Runs: seeds}
+	for seed := range seeds {
+		s, err := detecttest.Generate(p, uint64(seed), detecttest.Spec{Interval: iv, Noise: noiseMiB * detecttest.MiB})
+		if err != nil {
+			return row, err
+		}
+		final, ever, first, err := Check(s, 5*time.Second)
+		if err != nil {
+			return row, err
+		}
+		row.Final[final.Kind]++
+		if ever {
+			row.Ever++
+		}
+		if p.Leak && first >= 0 {
+			row.Latency = append(row.Latency, first)
+		}
+	}
+	return row, nil
+}
+
+// Check feeds s to a default detector, asking for a verdict every `every` of
+// sample time. It returns the final verdict, whether a Leak was called where
+// it is wrong (anywhere for a healthy series, before the leak starts for a
+// leaking one) and, for leaks, the time from the leak's start to the first
+// Leak call (-1 if none).
+func Check(s detecttest.Series, every time.Duration) (final detect.Verdict, falseAlarm bool, first time.Duration, err error) {
+	d, err := detect.New(detect.Config{})
+	if err != nil {
+		return final, false, 0, err
+	}
+	first = -1
+	if len(s.Samples) == 0 {
+		return d.Verdict(), false, first, nil
+	}
+	t0 := s.Samples[0].T
+	next := every
+	for _, x := range s.Samples {
+		d.Add(x.T, x.Bytes)
+		if at := x.T.Sub(t0); at >= next {
+			next += every
+			v := d.Verdict()
+			if v.Kind != detect.Leak {
+				continue
+			}
+			if !s.Leak || at < s.LeakStart {
+				if debug && !falseAlarm {
+					fmt.Fprintf(os.Stderr, "%s at %v: %v\n", s.Pattern, at, v)
+				}
+				falseAlarm = true
+			} else if first < 0 {
+				first = at - s.LeakStart
+			}
+		}
+	}
+	final = d.Verdict()
+	if final.Kind == detect.Leak && first < 0 && s.Leak {
+		first = s.Duration - s.LeakStart
+	}
+	if final.Kind == detect.Leak && !s.Leak {
+		falseAlarm = true
+	}
+	return final, falseAlarm, first, nil
+}

@@ -1,0 +1,201 @@
+package detect
+
+import (
+	"math"
+	"slices"
+)
+
+// This file holds the two rank statistics the detector is built on, written
+// for the small series it works with (at most Config.MaxWindows points), so
+// the O(n²) pair loops are the simple and fast choice.
+
+// mannKendall is the result of the Mann–Kendall trend test on one series.
+type mannKendall struct {
+	S    int64   // Σ_{i<j} sign(x_j − x_i)
+	VarS float64 // variance of S under "no trend", corrected for ties
+	Z    float64 // continuity-corrected normal score
+	P    float64 // one-sided p-value for an upward trend, P(Z' ≥ Z)
+}
+
+// mkTest runs the Mann–Kendall test for an upward trend on x, taken in order.
+// seg, when not nil, splits x into contiguous segments (seg[i] is the
+// segment of x[i], equal ids are adjacent) and only pairs inside one segment
+// are compared: the blocked form, whose S and VarS are the sums of the
+// per-segment ones, so a level shift between segments adds nothing.
+//
+//	S    = Σ_{i<j} sign(x_j − x_i)
+//	VarS = [n(n−1)(2n+5) − Σ_g t_g(t_g−1)(2t_g+5)] / 18   (t_g: size of tie group g)
+//	Z    = (S−1)/√VarS if S > 0,  (S+1)/√VarS if S < 0,  0 otherwise
+//	P    = 1 − Φ(Z)
+//
+// With VarS = 0 (every value equal, or too few points) Z is 0 and P is 0.5:
+// the data say nothing either way. tmp is scratch space of at least len(x).
+func mkTest(x []float64, seg []int, tmp []float64) mannKendall {
+	var s int64
+	var v float64
+	for lo := 0; lo < len(x); {
+		hi := segEnd(seg, lo, len(x))
+		s += kendallS(x[lo:hi])
+		v += kendallVar(x[lo:hi], tmp)
+		lo = hi
+	}
+	r := mannKendall{S: s, VarS: v, P: 0.5}
+	if v <= 0 {
+		return r
+	}
+	switch {
+	case s > 0:
+		r.Z = float64(s-1) / math.Sqrt(v)
+	case s < 0:
+		r.Z = float64(s+1) / math.Sqrt(v)
+	}
+	r.P = 0.5 * math.Erfc(r.Z/math.Sqrt2)
+	return r
+}
+
+// segEnd returns the end of the segment that starts at lo.
+func segEnd(seg []int, lo, n int) int {
+	if seg == nil {
+		return n
+	}
+	hi := lo + 1
+	for hi < n && seg[hi] == seg[lo] {
+		hi++
+	}
+	return hi
+}
+
+func kendallS(x []float64) int64 {
+	var s int64
+	for i, xi := range x {
+		for _, xj := range x[i+1:] {
+			switch {
+			case xj > xi:
+				s++
+			case xj < xi:
+				s--
+			}
+		}
+	}
+	return s
+}
+
+// kendallVar is the variance of S under "no trend" for one segment, with the
+// tie correction.
+func kendallVar(x []float64, tmp []float64) float64 {
+	n := len(x)
+	nf := float64(n)
+	v := nf * (nf - 1) * (2*nf + 5)
+	sorted := append(tmp[:0], x...)
+	slices.Sort(sorted)
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && sorted[j] == sorted[i] {
+			j++
+		}
+		if g := float64(j - i); g > 1 {
+			v -= g * (g - 1) * (2*g + 5)
+		}
+		i = j
+	}
+	return v / 18
+}
+
+// theilSen returns the Theil–Sen slope of x against t: the median of the
+// pairwise slopes (x_j − x_i)/(t_j − t_i) over all pairs with t_j > t_i
+// (inside one segment when seg is not nil, as for mkTest). It tolerates up
+// to ~29% outliers and needs no distribution assumption. buf is scratch
+// space, grown as needed and returned for reuse. With no usable pair the
+// slope is 0.
+func theilSen(t, x []float64, seg []int, buf []float64) (slope float64, out []float64) {
+	buf = buf[:0]
+	for lo := 0; lo < len(x); {
+		hi := segEnd(seg, lo, len(x))
+		for i := lo; i < hi; i++ {
+			for j := i + 1; j < hi; j++ {
+				if dt := t[j] - t[i]; dt > 0 {
+					buf = append(buf, (x[j]-x[i])/dt)
+				}
+			}
+		}
+		lo = hi
+	}
+	if len(buf) == 0 {
+		return 0, buf
+	}
+	return median(buf), buf
+}
+
+// median returns the median of v, reordering v in place (quickselect).
+// It returns 0 for an empty slice.
+func median(v []float64) float64 {
+	n := len(v)
+	if n == 0 {
+		return 0
+	}
+	hi := selectK(v, n/2)
+	if n%2 == 1 {
+		return hi
+	}
+	// The lower middle is the largest value left of position n/2.
+	lo := v[0]
+	for _, x := range v[1 : n/2] {
+		lo = max(lo, x)
+	}
+	return lo + (hi-lo)/2
+}
+
+// selectK reorders v so that v[k] holds the value it would hold if v were
+// sorted, everything before it is ≤ v[k] and everything after is ≥ v[k].
+func selectK(v []float64, k int) float64 {
+	lo, hi := 0, len(v)-1
+	for lo < hi {
+		// Median-of-three pivot keeps sorted and reversed inputs linear.
+		mid := lo + (hi-lo)/2
+		if v[mid] < v[lo] {
+			v[mid], v[lo] = v[lo], v[mid]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[mid] {
+			v[hi], v[mid] = v[mid], v[hi]
+		}
+		pivot := v[mid]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < pivot {
+				i++
+			}
+			for v[j] > pivot {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
+}
+
+// robustScale returns the median of v and 1.4826 × its median absolute
+// deviation (a standard-deviation estimate that ignores outliers). v is
+// reordered; tmp is scratch of at least len(v).
+func robustScale(v, tmp []float64) (med, scale float64) {
+	med = median(v)
+	dev := tmp[:len(v)]
+	for i, x := range v {
+		dev[i] = math.Abs(x - med)
+	}
+	return med, 1.4826 * median(dev)
+}

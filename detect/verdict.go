@@ -1,0 +1,397 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is the class of a verdict.
+type Kind int
+
+const (
+	// Insufficient: too few windows, too short a span, or still warming up.
+	Insufficient Kind = iota
+	// NoLeak: the steady-state floor is not rising (or rose once and stopped).
+	NoLeak
+	// Leak: the steady-state floor keeps rising.
+	Leak
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Insufficient:
+		return "insufficient"
+	case NoLeak:
+		return "no-leak"
+	case Leak:
+		return "leak"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Verdict is the detector's answer. The trend figures (Slope, S, Z, P,
+// Confidence, Horizon, Windows) describe the horizon the verdict rests on:
+// for Leak, the tested horizon with the strongest evidence; otherwise the
+// whole steady state.
+type Verdict struct {
+	Kind Kind
+	// Slope is the Theil–Sen slope of the steady-state floor, bytes/s.
+	Slope float64
+	// S and Z are the Mann–Kendall statistic and its normal score.
+	S int64
+	Z float64
+	// P is the one-sided Mann–Kendall p-value for "rising", multiplied by the
+	// number of horizons tested (Bonferroni) and capped at 1.
+	P float64
+	// Confidence is 1 − P.
+	Confidence float64
+	// Windows and Horizon are the number of windows tested and the time they span.
+	Windows int
+	Horizon time.Duration
+	// WarmUp is the leading time dropped as warm-up.
+	WarmUp time.Duration
+	// StepsUp and StepsDown count the one-off jumps of the floor (≥ StepMin
+	// and well outside the window-to-window noise) found in the steady state;
+	// they are taken out before the continuous trend is tested.
+	StepsUp, StepsDown int
+	// Floor is the floor of the newest window; Peak the highest peak of the
+	// newest MinWindows windows. Bytes.
+	Floor, Peak uint64
+	// Reason says why, in one line.
+	Reason string
+}
+
+// MiBPerMin returns Slope in MiB per minute.
+func (v Verdict) MiBPerMin() float64 { return v.Slope * 60 / MiB }
+
+// TimeToOOM projects when the memory would reach capacity if the recent peak
+// kept rising at Slope. ok is false unless the verdict is Leak with a positive
+// slope. A peak already at or above capacity gives 0.
+func (v Verdict) TimeToOOM(capacity uint64) (d time.Duration, ok bool) {
+	if v.Kind != Leak || !(v.Slope > 0) {
+		return 0, false
+	}
+	if v.Peak >= capacity {
+		return 0, true
+	}
+	sec := float64(capacity-v.Peak) / v.Slope
+	if sec >= float64(math.MaxInt64)/1e9 {
+		return time.Duration(math.MaxInt64), true
+	}
+	return time.Duration(sec * 1e9), true
+}
+
+func (v Verdict) String() string { return v.Kind.String() + ": " + v.Reason }
+
+// traceSeries, when set (by tests only), sees the steady windows' times,
+// despiked floors and segments of every verdict.
+var traceSeries func(t, f []float64, seg []int)
+
+// trend is the outcome of testing one horizon.
+type trend struct {
+	mk     mannKendall
+	slope  float64
+	n      int
+	span   float64 // seconds from the first to the last window time
+	growth float64 // slope × span
+}
+
+func (d *Detector) trendOf(t, x []float64, seg []int) trend {
+	if cap(d.tmp) < len(x) {
+		d.tmp = make([]float64, len(x))
+	}
+	tr := trend{mk: mkTest(x, seg, d.tmp), n: len(x)}
+	tr.slope, d.pairs = theilSen(t, x, seg, d.pairs)
+	if len(t) > 1 {
+		tr.span = t[len(t)-1] - t[0]
+	}
+	tr.growth = tr.slope * tr.span
+	return tr
+}
+
+// Verdict analyses the windows seen so far. Its cost is O(MaxWindows²) at
+// worst (the pairwise statistics), independent of the number of samples.
+func (d *Detector) Verdict() Verdict {
+	return d.analyze(d.points())
+}
+
+func (d *Detector) analyze(pts []window) Verdict {
+	cfg := d.cfg
+	var v Verdict
+	n := len(pts)
+	span := 0.0
+	if n > 0 {
+		span = pts[n-1].last - pts[0].first
+	}
+	if n < cfg.MinWindows || span < cfg.MinSpan.Seconds() {
+		v.Reason = fmt.Sprintf("need %d windows of %v over at least %v; have %d over %v",
+			cfg.MinWindows, cfg.Window, cfg.MinSpan, n, seconds(span))
+		return v
+	}
+	t := make([]float64, n)
+	f := make([]float64, n)
+	for i, w := range pts {
+		t[i], f[i] = w.t, w.floor
+	}
+	v.Floor = uint64(f[n-1])
+	for _, w := range pts[max(0, n-cfg.MinWindows):] {
+		v.Peak = max(v.Peak, uint64(w.peak))
+	}
+
+	// 1. Warm-up.
+	k := d.warmupEnd(t, f)
+	if k > 0 {
+		v.WarmUp = seconds(t[k] - pts[0].first)
+	}
+	if n-k < cfg.MinWindows {
+		v.Reason = fmt.Sprintf("still warming up: floor rose %s in %v", mib(f[n-1]-f[0]), seconds(t[n-1]-pts[0].first))
+		return v
+	}
+	t, f = t[k:], f[k:]
+
+	// 2. Spikes and steps, judged against the window-to-window noise.
+	if cap(d.tmp) < len(f) {
+		d.tmp = make([]float64, len(f))
+	}
+	_, noise := robustScale(diffs(f), d.tmp)
+	tau := max(cfg.StepMin, 6*noise)
+	f = despike(f, tau, 2)
+	delta := diffs(f)
+	typical, _ := robustScale(diffs(f), d.tmp)
+	seg := make([]int, len(f)) // steps split the floor into segments
+	var bigUp, bigUpAt float64
+	var upAt []float64
+	for i, dx := range delta {
+		seg[i+1] = seg[i]
+		switch {
+		case dx-typical > tau:
+			v.StepsUp++
+			upAt = append(upAt, t[i+1])
+			if dx > bigUp {
+				bigUp, bigUpAt = dx, t[i+1]
+			}
+			seg[i+1]++
+		case dx-typical < -tau:
+			v.StepsDown++
+			seg[i+1]++
+		}
+	}
+
+	if traceSeries != nil {
+		traceSeries(t, f, seg)
+	}
+
+	// 3. The continuous trend inside segments, over nested horizons ending now.
+	horizons := horizonsFor(len(f), 12)
+	alpha := cfg.Alpha / float64(len(horizons))
+	var best *trend
+	var rejected []string
+	for _, h := range horizons {
+		th, fh, sh := t[len(t)-h:], f[len(f)-h:], seg[len(seg)-h:]
+		tr := d.trendOf(th, fh, sh)
+		if tr.mk.P >= alpha || tr.slope < cfg.MinSlope || tr.growth < cfg.MinGrowth {
+			continue
+		}
+		if d.decelerating(th, fh, sh) {
+			rejected = append(rejected, fmt.Sprintf("the rise over the last %v is leveling off", seconds(tr.span)))
+			continue
+		}
+		if d.oneJump(fh, sh, alpha) {
+			rejected = append(rejected, fmt.Sprintf("the rise over the last %v is one jump", seconds(tr.span)))
+			continue
+		}
+		if best == nil || tr.mk.Z > best.mk.Z {
+			b := tr
+			best = &b
+		}
+	}
+	if best != nil {
+		d.fill(&v, *best, len(horizons), Leak)
+		v.Reason = fmt.Sprintf("floor rising %s/s (%.1f MiB/min) over the last %v, +%s, p=%.2g",
+			mib(v.Slope), v.MiBPerMin(), v.Horizon, mib(best.growth), v.P)
+		d.addOOM(&v)
+		return v
+	}
+
+	// 4. A ratchet: repeated steps up that never come back down.
+	if v.StepsUp >= cfg.RatchetSteps && v.StepsDown == 0 && ongoing(upAt, t[len(t)-1]) {
+		if all := d.trendOf(t, f, nil); all.slope > 0 {
+			d.fill(&v, all, 1, Leak)
+			v.Reason = fmt.Sprintf("floor stepped up %d times and never down, %s/s (%.1f MiB/min) over %v, last step %v ago",
+				v.StepsUp, mib(v.Slope), v.MiBPerMin(), v.Horizon, seconds(t[len(t)-1]-upAt[len(upAt)-1]))
+			d.addOOM(&v)
+			return v
+		}
+	}
+
+	// 5. No leak: report the whole steady state, inside segments.
+	d.fill(&v, d.trendOf(t, f, seg), len(horizons), NoLeak)
+	var b strings.Builder
+	fmt.Fprintf(&b, "floor not rising: %s/s over %v (p=%.2g)", mib(v.Slope), v.Horizon, v.P)
+	if v.StepsUp+v.StepsDown > 0 {
+		fmt.Fprintf(&b, "; %d one-off step(s) up and %d down left out", v.StepsUp, v.StepsDown)
+		if bigUp > 0 {
+			fmt.Fprintf(&b, ", largest +%s at %v", mib(bigUp), seconds(bigUpAt))
+		}
+	}
+	if len(rejected) > 0 {
+		fmt.Fprintf(&b, "; %s", rejected[0])
+	}
+	if v.WarmUp > 0 {
+		fmt.Fprintf(&b, "; first %v ignored as warm-up", v.WarmUp)
+	}
+	v.Reason = b.String()
+	return v
+}
+
+func (d *Detector) fill(v *Verdict, tr trend, tests int, k Kind) {
+	v.Kind = k
+	v.Slope = tr.slope
+	v.S, v.Z = tr.mk.S, tr.mk.Z
+	v.P = min(1, tr.mk.P*float64(tests))
+	v.Confidence = 1 - v.P
+	v.Windows = tr.n
+	v.Horizon = seconds(tr.span)
+}
+
+func (d *Detector) addOOM(v *Verdict) {
+	if d.cfg.Capacity == 0 {
+		return
+	}
+	if left, ok := v.TimeToOOM(d.cfg.Capacity); ok {
+		v.Reason += fmt.Sprintf("; out of memory (%s) in about %v at this rate", mib(float64(d.cfg.Capacity)), left.Round(time.Second))
+	}
+}
+
+// warmupEnd returns the index of the first steady window. Rule: leading
+// windows are warm-up while the floor's rise over the next three windows is
+// faster than WarmupRate, for at most MaxWarmup from the first window. A
+// leak faster than WarmupRate from the very start is therefore only judged
+// once MaxWarmup has passed.
+func (d *Detector) warmupEnd(t, f []float64) int {
+	n := len(f)
+	limit := d.cfg.MaxWarmup.Seconds()
+	k := 0
+	for k < n-1 && t[k]-t[0] < limit {
+		j := min(k+3, n-1)
+		if (f[j]-f[k])/(t[j]-t[k]) <= d.cfg.WarmupRate {
+			break
+		}
+		k++
+	}
+	return k
+}
+
+// decelerating reports whether the rise in the second half of a horizon is
+// under a quarter of the rise in its first half: the tail of a warm-up, or a
+// leak that stopped, not a rise that continues.
+func (d *Detector) decelerating(t, x []float64, seg []int) bool {
+	h := len(x) / 2
+	if h < 3 {
+		return false
+	}
+	var s1, s2 float64
+	s1, d.pairs = theilSen(t[:h], x[:h], seg[:h], d.pairs)
+	s2, d.pairs = theilSen(t[len(t)-h:], x[len(x)-h:], seg[len(seg)-h:], d.pairs)
+	return s1 > 0 && s2 < s1/4
+}
+
+// oneJump reports whether the rise of x is carried by its largest single
+// jump inside a segment: with that jump replaced by the typical (median)
+// increment, the trend is no longer significant at alpha.
+func (d *Detector) oneJump(x []float64, seg []int, alpha float64) bool {
+	big := -1
+	var inc []float64
+	for i := 0; i+1 < len(x); i++ {
+		if seg[i] != seg[i+1] {
+			continue
+		}
+		inc = append(inc, x[i+1]-x[i])
+		if big < 0 || x[i+1]-x[i] > x[big+1]-x[big] {
+			big = i
+		}
+	}
+	if big < 0 {
+		return false
+	}
+	excess := x[big+1] - x[big] - median(inc)
+	y := append([]float64(nil), x...)
+	for i := big + 1; i < len(y); i++ {
+		y[i] -= excess
+	}
+	return mkTest(y, seg, d.tmp).P >= alpha
+}
+
+// horizonsFor returns the horizon lengths (in windows, newest last) tested on
+// n steady windows: first, doubled while shorter than n, then n itself.
+func horizonsFor(n, first int) []int {
+	var hs []int
+	for h := first; h < n; h *= 2 {
+		hs = append(hs, h)
+	}
+	return append(hs, n)
+}
+
+// ongoing reports whether the steps up at times at are still happening: the
+// time since the last one is at most twice the median gap between them.
+func ongoing(at []float64, now float64) bool {
+	if len(at) < 2 {
+		return false
+	}
+	gaps := diffs(at)
+	return now-at[len(at)-1] <= 2*median(gaps)
+}
+
+// despike lowers every window that stands more than tau above the lowest
+// window within r on its left and above the lowest within r on its right,
+// to the higher of those two: windows whose samples all missed the moments
+// the memory was at rest. Runs of up to r such windows are repaired.
+// A monotone rise or a step has no window above both sides and is left as
+// it is, and so are windows below their neighbours (a low floor is a real
+// reading) and the newest window (its right side is not known yet). Windows
+// within tau of their neighbours are untouched, so noise keeps its
+// independence from window to window.
+func despike(f []float64, tau float64, r int) []float64 {
+	out := append([]float64(nil), f...)
+	for i := 1; i+1 < len(f); i++ {
+		left := slices.Min(f[max(0, i-r):i])
+		right := slices.Min(f[i+1 : min(len(f), i+r+1)])
+		if lo := max(left, right); f[i]-lo > tau {
+			out[i] = lo
+		}
+	}
+	return out
+}
+
+func diffs(x []float64) []float64 {
+	if len(x) < 2 {
+		return nil
+	}
+	out := make([]float64, len(x)-1)
+	for i := range out {
+		out[i] = x[i+1] - x[i]
+	}
+	return out
+}
+
+func seconds(s float64) time.Duration {
+	if s >= float64(math.MaxInt64)/1e9 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(s * 1e9).Round(time.Millisecond)
+}
+
+// mib formats bytes as MiB with a sign when negative.
+func mib(b float64) string {
+	switch a := math.Abs(b); {
+	case a >= 100*MiB:
+		return fmt.Sprintf("%.0f MiB", b/MiB)
+	case a >= MiB:
+		return fmt.Sprintf("%.1f MiB", b/MiB)
+	default:
+		return fmt.Sprintf("%.2f MiB", b/MiB)
+	}
+}
