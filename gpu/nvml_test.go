@@ -7,67 +7,14 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/vramhq/vram/gpu/gputest"
 )
 
 const gib = 1 << 30
 
-// mockServer returns a DGX A100 mock where every device function the
-// package calls is set: device 0 holds the fixture processes, the others are
-// empty. Memory is consistent: total = reserved + used + free.
 func mockServer(t testing.TB) *dgxa100.Server {
 	t.Helper()
-	s := dgxa100.New()
-	for i, d := range s.Devices {
-		dev := d.(*dgxa100.Device)
-		var procs []nvml.ProcessInfo
-		used := uint64(300 << 20)
-		if i == 0 {
-			procs = []nvml.ProcessInfo{
-				{Pid: 1000, UsedGpuMemory: 20 * gib},
-				{Pid: 2000, UsedGpuMemory: 1 * gib},
-				{Pid: 3000, UsedGpuMemory: 4 * gib},
-				{Pid: 4000, UsedGpuMemory: 6 * gib},
-				{Pid: 5000, UsedGpuMemory: 8 * gib},
-				{Pid: 7000, UsedGpuMemory: 512 << 20},
-			}
-			used = 40 * gib
-		}
-		total := dev.MemoryInfo.Total
-		reserved := uint64(600 << 20)
-		dev.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
-			return nvml.Memory_v2{Total: total, Reserved: reserved, Used: used, Free: total - reserved - used}, nvml.SUCCESS
-		}
-		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
-			return nvml.Utilization{Gpu: 57, Memory: 21}, nvml.SUCCESS
-		}
-		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return procs, nvml.SUCCESS }
-		dev.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-			if i == 0 { // the trainer also has a graphics context
-				return []nvml.ProcessInfo{{Pid: 1000, UsedGpuMemory: 20 * gib}}, nvml.SUCCESS
-			}
-			return nil, nvml.SUCCESS
-		}
-		dev.GetProcessUtilizationFunc = func(since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-			if i != 0 {
-				return nil, nvml.ERROR_NOT_FOUND
-			}
-			return []nvml.ProcessUtilizationSample{{Pid: 1000, TimeStamp: since + 1, SmUtil: 80, MemUtil: 30}}, nvml.SUCCESS
-		}
-		dev.GetAccountingModeFunc = func() (nvml.EnableState, nvml.Return) {
-			if i == 0 {
-				return nvml.FEATURE_ENABLED, nvml.SUCCESS
-			}
-			return nvml.FEATURE_DISABLED, nvml.SUCCESS
-		}
-		dev.GetAccountingPidsFunc = func() ([]int, nvml.Return) { return []int{1000, 900}, nvml.SUCCESS }
-		dev.GetAccountingStatsFunc = func(pid uint32) (nvml.AccountingStats, nvml.Return) {
-			if pid == 900 { // exited
-				return nvml.AccountingStats{MaxMemoryUsage: 70 * gib, Time: 5000, StartTime: 1_700_000_000_000_000, GpuUtilization: 90}, nvml.SUCCESS
-			}
-			return nvml.AccountingStats{MaxMemoryUsage: 24 * gib, IsRunning: 1, StartTime: 1_700_000_100_000_000}, nvml.SUCCESS
-		}
-	}
-	return s
+	return gputest.MockServer()
 }
 
 func TestNVMLHost(t *testing.T) {
@@ -89,15 +36,15 @@ func TestNVMLHost(t *testing.T) {
 		t.Errorf("identity = %+v, %v", id, err)
 	}
 	m, err := devs[0].Memory()
-	if err != nil || !m.ReservedKnown || m.Used != 40*gib || m.Total != m.Used+m.Free+m.Reserved {
+	if err != nil || !m.ReservedKnown || m.Used != 30*gib || m.Total != m.Used+m.Free+m.Reserved {
 		t.Errorf("memory = %+v, %v", m, err)
 	}
 	ps, err := devs[0].Processes()
 	if err != nil || len(ps) != 6 {
 		t.Fatalf("processes = %+v, %v", ps, err)
 	}
-	if ps[0].PID != 1000 || ps[0].Kind != KindCompute|KindGraphics || ps[0].Memory != 20*gib {
-		t.Errorf("merged process = %+v, want pid 1000 compute+graphics 20 GiB (not summed)", ps[0])
+	if ps[0].PID != 1000 || ps[0].Kind != KindCompute|KindGraphics || ps[0].Memory != 12*gib {
+		t.Errorf("merged process = %+v, want pid 1000 compute+graphics 12 GiB (not summed)", ps[0])
 	}
 	acc, err := devs[0].Accounting()
 	if err != nil || len(acc) != 2 || acc[1].MaxMemory != 70*gib || acc[1].Running || acc[1].Duration != 5*time.Second {

@@ -89,8 +89,8 @@ func TestSampleClassification(t *testing.T) {
 		t.Errorf("pid 1000 = %+v", p)
 	}
 	d0 := snap.Devices[0]
-	wantProc := uint64(20*gib + 1*gib + 4*gib + 6*gib + 8*gib + 512<<20)
-	if d0.ProcessMemory != wantProc || d0.Unattributed != 40*gib-wantProc || d0.IdleMethod != IdleByUtilization {
+	wantProc := uint64(12*gib + 1*gib + 4*gib + 6*gib + 5*gib + 512<<20)
+	if d0.ProcessMemory != wantProc || d0.Unattributed != 30*gib-wantProc || d0.IdleMethod != IdleByUtilization {
 		t.Errorf("device 0 = %+v", d0)
 	}
 	if snap.Processes[0].PID != 1000 {
