@@ -58,9 +58,8 @@ type block struct {
 	stream     Stream
 	seg        *segment
 	prev, next *block // neighbours in the segment, in address order
-	left       *block // treap children while free
+	left       *block // neighbours in the free index's class list while free
 	right      *block
-	prio       uint32
 	state      blockState
 	eventCount int32    // outstanding events (pending blocks)
 	uses       []Stream // streams other than stream that used the block
@@ -110,7 +109,7 @@ type Allocator struct {
 	traceOrigin time.Time
 
 	// Guarded by mu.
-	pools         [2]freeTree
+	pools         [2]freePool
 	live          map[uint64]*block // allocated blocks by address
 	segs          []*segment        // by address
 	spare         []*block          // recycled block structs
@@ -149,8 +148,6 @@ func New(dev Device, cfg Config) (*Allocator, error) {
 		live:      make(map[uint64]*block),
 		siteCache: make(map[uintptr]Frame),
 	}
-	a.pools[poolSmall].rng = 0x2545F491
-	a.pools[poolLarge].rng = 0x6C8E9CF5
 	if cfg.MaxSplitSize != 0 {
 		a.maxSplit = cfg.MaxSplitSize
 	}
@@ -323,9 +320,8 @@ func (a *Allocator) mallocLocked(req uint64, s Stream, stack *callStack) (*block
 // takeFreeLocked removes and returns the best-fitting free block of pool p
 // on stream s, or nil.
 func (a *Allocator) takeFreeLocked(p int, size uint64, s Stream) *block {
-	t := &a.pools[p]
-	b := t.lowerBound(s, size)
-	if b == nil || b.stream != s {
+	b := a.pools[p].best(s, size)
+	if b == nil {
 		return nil
 	}
 	if size < a.maxSplit && b.size >= a.maxSplit {
@@ -334,7 +330,7 @@ func (a *Allocator) takeFreeLocked(p int, size uint64, s Stream) *block {
 	if size >= a.maxSplit && b.size >= size+largeBuffer {
 		return nil // too much waste for a block that will not be split
 	}
-	t.remove(b)
+	a.pools[p].remove(b)
 	return b
 }
 

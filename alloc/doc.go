@@ -47,11 +47,12 @@
 //     step is a single comparison.
 //  3. Best fit: in the pool for the rounded size, find the smallest free
 //     block on the same stream that is at least the rounded size, lowest
-//     address first among equals. The pool is a treap ordered by (stream,
-//     size, address) whose nodes are the blocks themselves, so the search is
-//     O(log n) and allocates nothing. With max_split_size set, blocks of
-//     that size or more ("oversize") serve only oversize requests, and only
-//     when they waste less than 20 MiB.
+//     address first among equals. Each pool keeps, per stream, a two-level
+//     segregated-fit index (TLSF): size classes with intrusive lists and a
+//     bitmap, so insert, remove and search are O(1) and allocate nothing
+//     (index.go says exactly how close to best fit the search is). With
+//     max_split_size set, blocks of that size or more ("oversize") serve
+//     only oversize requests, and only when they waste less than 20 MiB.
 //  4. Split: if the block is larger than needed, cut the request from its
 //     front and return the rest to the pool (small pool: when 512 B or more
 //     remain; large pool: when more than 1 MiB remains and the request is
@@ -115,7 +116,8 @@
 //     exactly one block;
 //   - no two adjacent blocks of a segment are both free (they would have
 //     been merged);
-//   - a block is in its pool's tree if and only if it is free;
+//   - a block is in its pool's index, in the list of its size class, if
+//     and only if it is free;
 //   - the live map holds exactly the allocated blocks;
 //   - the incremental statistics equal a recount from the blocks;
 //   - after EmptyCache, every segment (other than preallocated ones) holds

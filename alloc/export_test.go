@@ -132,43 +132,41 @@ func (a *Allocator) CheckInvariants() error {
 	if allocated != len(a.live) {
 		fail("live map has %d entries, %d blocks are allocated", len(a.live), allocated)
 	}
-	inTree := 0
+	inIndex := 0
 	for p := range a.pools {
-		t := &a.pools[p]
-		var prev *block
-		n := 0
-		var check func(b *block)
-		check = func(b *block) {
-			if b == nil {
-				return
-			}
-			for _, c := range []*block{b.left, b.right} {
-				if c != nil && c.prio > b.prio {
-					fail("treap heap order broken at %#x", b.addr)
+		for _, x := range a.pools[p].idx {
+			n := 0
+			for c := 0; c < numClasses; c++ {
+				bit := x.words[c>>6]>>(c&63)&1 == 1
+				if bit != (x.heads[c] != nil) {
+					fail("pool %d stream %d class %d: bitmap says %v", p, x.stream, c, bit)
+				}
+				if (x.words[c>>6] != 0) != (x.summary>>(c>>6)&1 == 1) {
+					fail("pool %d stream %d: summary bit of word %d wrong", p, x.stream, c>>6)
+				}
+				var prev *block
+				for b := x.heads[c]; b != nil; b = b.right {
+					n++
+					if b.left != prev {
+						fail("class list links broken at %#x", b.addr)
+					}
+					prev = b
+					if !freeBlocks[b] {
+						fail("pool %d: block %#x in the index is not a free block of a segment", p, b.addr)
+					}
+					if classOf(b.size) != c || b.stream != x.stream || b.seg == nil || b.seg.pool != p {
+						fail("block %#x (size %d, stream %d) filed in pool %d stream %d class %d", b.addr, b.size, b.stream, p, x.stream, c)
+					}
 				}
 			}
-			check(b.left)
-			if prev != nil && !blockLess(prev, b) {
-				fail("pool %d: tree out of order at %#x", p, b.addr)
+			if n != x.n {
+				fail("pool %d stream %d: index has %d blocks, count says %d", p, x.stream, n, x.n)
 			}
-			prev = b
-			n++
-			if !freeBlocks[b] {
-				fail("pool %d: block %#x in the tree is not a free block of a segment", p, b.addr)
-			}
-			if b.seg == nil || b.seg.pool != p {
-				fail("block %#x in the wrong pool", b.addr)
-			}
-			check(b.right)
+			inIndex += n
 		}
-		check(t.root)
-		if n != t.n {
-			fail("pool %d: tree has %d nodes, count says %d", p, n, t.n)
-		}
-		inTree += n
 	}
-	if inTree != len(freeBlocks) {
-		fail("%d free blocks, %d in trees", len(freeBlocks), inTree)
+	if inIndex != len(freeBlocks) {
+		fail("%d free blocks, %d in the indexes", len(freeBlocks), inIndex)
 	}
 	for k := range recount {
 		for i := range recount[k] {
@@ -201,3 +199,7 @@ func (a *Allocator) CheckInvariants() error {
 	}
 	return errors.Join(errs...)
 }
+
+var ClassOf = classOf
+
+const NumClasses = numClasses
