@@ -34,7 +34,7 @@ type Config struct {
 	Alpha float64
 	// MinSlope (bytes/s) and MinGrowth (bytes over the tested horizon) are
 	// the smallest trend worth calling a leak, however significant.
-	// Defaults 1 KiB/s and 4 MiB.
+	// Defaults 1 KiB/s and 16 MiB.
 	MinSlope  float64
 	MinGrowth float64
 	// WarmupRate (bytes/s) is the floor's rise rate above which leading
@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 		MinSpan:      30 * time.Second,
 		Alpha:        0.001,
 		MinSlope:     1024,
-		MinGrowth:    4 * MiB,
+		MinGrowth:    16 * MiB,
 		WarmupRate:   8 * MiB,
 		MaxWarmup:    2 * time.Minute,
 		StepMin:      32 * MiB,

@@ -199,3 +199,23 @@ func robustScale(v, tmp []float64) (med, scale float64) {
 	}
 	return med, 1.4826 * median(dev)
 }
+
+// noiseScale estimates the standard deviation of the noise around a slowly
+// moving level in x: the median absolute residual against the running median
+// of three, times 3.16 (the factor that makes it σ for independent Gaussian
+// noise; calibrated by simulation). Isolated outliers, steps and trends
+// barely move it, unlike the MAD of first differences, which every outlier
+// enters twice. tmp is scratch of at least len(x). Fewer than three points
+// give 0.
+func noiseScale(x, tmp []float64) float64 {
+	if len(x) < 3 {
+		return 0
+	}
+	res := tmp[:0]
+	for i := 1; i+1 < len(x); i++ {
+		a, b, c := x[i-1], x[i], x[i+1]
+		m := max(min(a, b), min(max(a, b), c)) // median of three
+		res = append(res, math.Abs(b-m))
+	}
+	return 3.16 * median(res)
+}

@@ -90,6 +90,10 @@ func (v Verdict) String() string { return v.Kind.String() + ": " + v.Reason }
 // despiked floors and segments of every verdict.
 var traceSeries func(t, f []float64, seg []int)
 
+// spikeRun is the longest run of windows that missed the floor which
+// despike repairs.
+const spikeRun = 2
+
 // trend is the outcome of testing one horizon.
 type trend struct {
 	mk     mannKendall
@@ -142,7 +146,13 @@ func (d *Detector) analyze(pts []window) Verdict {
 	}
 
 	// 1. Warm-up.
-	k := d.warmupEnd(t, f)
+	if cap(d.tmp) < n {
+		d.tmp = make([]float64, n)
+	}
+	// The noise of the floor, from the newer half (the warm-up's jumps
+	// would inflate it).
+	noise := noiseScale(f[n/2:], d.tmp)
+	k := d.warmupEnd(t, f, max(cfg.MinGrowth, 6*noise))
 	if k > 0 {
 		v.WarmUp = seconds(t[k] - pts[0].first)
 	}
@@ -153,12 +163,14 @@ func (d *Detector) analyze(pts []window) Verdict {
 	t, f = t[k:], f[k:]
 
 	// 2. Spikes and steps, judged against the window-to-window noise.
-	if cap(d.tmp) < len(f) {
-		d.tmp = make([]float64, len(f))
+	noise = noiseScale(f, d.tmp)
+	tau := max(cfg.StepMin, 8*noise)
+	f = despike(f, tau, spikeRun)
+	// The newest windows cannot be told from a spike until later windows
+	// come: hold back up to spikeRun of them that jump by more than tau.
+	for held := 0; held < spikeRun && len(f) > cfg.MinWindows && f[len(f)-1]-f[len(f)-2] > tau; held++ {
+		t, f = t[:len(t)-1], f[:len(f)-1]
 	}
-	_, noise := robustScale(diffs(f), d.tmp)
-	tau := max(cfg.StepMin, 6*noise)
-	f = despike(f, tau, 2)
 	delta := diffs(f)
 	typical, _ := robustScale(diffs(f), d.tmp)
 	seg := make([]int, len(f)) // steps split the floor into segments
@@ -266,21 +278,33 @@ func (d *Detector) addOOM(v *Verdict) {
 	}
 }
 
-// warmupEnd returns the index of the first steady window. Rule: leading
-// windows are warm-up while the floor's rise over the next three windows is
-// faster than WarmupRate, for at most MaxWarmup from the first window. A
-// leak faster than WarmupRate from the very start is therefore only judged
-// once MaxWarmup has passed.
-func (d *Detector) warmupEnd(t, f []float64) int {
+// warmupEnd returns the index of the first steady window. Leading windows
+// are warm-up, for at most MaxWarmup from the first window, while either
+//
+//   - the floor's rise over the next three windows is faster than
+//     WarmupRate, or
+//   - that rise is more than minRise and more than twice the rise over the
+//     three windows after: the tail of a warm-up, still slowing down.
+//
+// A leak faster than WarmupRate from the very start is therefore only judged
+// once MaxWarmup has passed; a steady leak does not slow down and stops the
+// second rule at once.
+func (d *Detector) warmupEnd(t, f []float64, minRise float64) int {
 	n := len(f)
 	limit := d.cfg.MaxWarmup.Seconds()
+	rate := func(i, j int) float64 { return (f[j] - f[i]) / (t[j] - t[i]) }
 	k := 0
 	for k < n-1 && t[k]-t[0] < limit {
 		j := min(k+3, n-1)
-		if (f[j]-f[k])/(t[j]-t[k]) <= d.cfg.WarmupRate {
-			break
+		if rate(k, j) > d.cfg.WarmupRate {
+			k++
+			continue
 		}
-		k++
+		if l := k + 6; l < n && f[j]-f[k] > minRise && rate(k, j) > 2*max(rate(j, l), 0) {
+			k++
+			continue
+		}
+		break
 	}
 	return k
 }
