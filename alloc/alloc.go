@@ -570,12 +570,18 @@ func (a *Allocator) growLocked(p int, size, req uint64, s Stream) (*block, error
 	if !errors.Is(err, errNoRoom) {
 		return nil, err
 	}
+	// Wait for blocks pending on other streams and search again: one of
+	// them may fit (pytorch/pytorch#189504), which saves a release and a
+	// device allocation. Only then release the cache and grow again.
 	a.st.numAllocRetries++
-	if _, rerr := a.releaseCachedLocked(); rerr != nil {
-		return nil, rerr
+	if err := a.synchronizeEventsLocked(); err != nil {
+		return nil, err
 	}
 	if b := a.takeFreeLocked(p, size, s); b != nil {
 		return b, nil
+	}
+	if _, rerr := a.releaseCachedLocked(); rerr != nil {
+		return nil, rerr
 	}
 	seg, err = a.newSegmentLocked(want, p, s)
 	if err == nil {
@@ -596,8 +602,12 @@ func (a *Allocator) reservedLocked() uint64 {
 // segment, whose one block is neither allocated nor in a pool yet.
 func (a *Allocator) newSegmentLocked(size uint64, p int, s Stream) (*segment, error) {
 	if r := a.reservedLocked(); r+size > a.capBytes || r+size < r {
-		return nil, &noRoomError{fmt.Errorf("growing by %s would pass the cap of %s (%s reserved)",
-			formatBytes(size), formatBytes(a.capBytes), formatBytes(r))}
+		what := "the cap"
+		if a.capBytes == a.total {
+			what = "the device's total memory"
+		}
+		return nil, &noRoomError{fmt.Errorf("growing by %s would pass %s of %s (%s reserved)",
+			formatBytes(size), what, formatBytes(a.capBytes), formatBytes(r))}
 	}
 	addr, err := a.dev.Malloc(size)
 	if err != nil {

@@ -72,9 +72,9 @@
 // Growth fails when it would pass the cap or when the device returns an
 // error wrapping ErrDeviceOutOfMemory. The allocator then (a) waits for all
 // outstanding stream events, returning their blocks to the pools, and
-// releases every cached segment that holds no live block; (b) searches the
-// pool again, because the blocks that (a) returned may fit (PyTorch does not
-// re-search, pytorch/pytorch#189504); (c) tries to grow again. Only then does
+// searches the pool again, because those blocks may fit (PyTorch does not
+// re-search, pytorch/pytorch#189504); (b) releases every cached segment that
+// holds no live block; (c) tries to grow again. Only then does
 // it return an *OutOfMemoryError. Its message says what PyTorch's says
 // (request, device total and free, allocated, reserved but unallocated) plus
 // the cap, the largest free block, how much of the free reserve is too
