@@ -16,6 +16,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vramhq/vram/cli/monitor"
 )
 
 // Version is set at build time with -ldflags "-X github.com/vramhq/vram/cli.Version=...".
@@ -56,7 +58,10 @@ func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 }
 
 // commands lists the constructors of the top-level commands, in help order.
-var commands = []func() *cobra.Command{}
+var commands = []func() *cobra.Command{
+	monitor.NewCmdStatus,
+	monitor.NewCmdWatch,
+}
 
 // Main runs vram with args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -1,0 +1,236 @@
+// Package monitor holds the vram status and vram watch commands: one screen
+// of who holds GPU memory, and a sampled stream of it. Both sit on package
+// gpu (NVML and /proc, or a simulated host with --simulate N) and only read.
+//
+// Output conventions (see docs/monitor.md for the schemas): human tables on
+// stdout, warnings on stderr; --json is versioned (vram.status/v1,
+// vram.watch/v1) with sizes in bytes and RFC 3339 times; --csv has a header
+// row and a simulated column. A simulated host is labelled in every format.
+//
+// When NVML is missing the commands fail with one line that says what is
+// missing and that --simulate N still works; nothing panics.
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramhq/vram/gpu"
+)
+
+// Env is what the commands take from the outside world; tests replace it.
+type Env struct {
+	OpenHost   func() (gpu.Host, error)
+	ProcRoot   string
+	LookupUser func(uid uint32) (string, error) // nil: the host's user database
+	Now        func() time.Time
+	Getenv     func(string) (string, bool)
+	Hostname   func() (string, error)
+}
+
+var env = Env{
+	OpenHost: func() (gpu.Host, error) { return gpu.OpenNVML() },
+	ProcRoot: "/proc",
+	Now:      time.Now,
+	Getenv:   os.LookupEnv,
+	Hostname: os.Hostname,
+}
+
+// hostFlags are the flags status and watch share.
+type hostFlags struct {
+	simulate   int
+	seed       int64
+	allGPUs    bool
+	gpus       []int
+	idleWindow time.Duration
+}
+
+func (f *hostFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.simulate, "simulate", 0, "run against a simulated host of `N` GPUs (synthetic processes; no driver needed)")
+	fl.Int64Var(&f.seed, "seed", 1, "seed of the simulated host")
+	fl.BoolVar(&f.allGPUs, "all-gpus", false, "show every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
+	fl.IntSliceVar(&f.gpus, "gpu", nil, "show only these GPU `indices` (comma-separated)")
+	fl.DurationVar(&f.idleWindow, "idle-window", 30*time.Second, "a process with no GPU activity for this long is flagged idle")
+}
+
+// usage wraps a flag problem so that cli.Main exits with status 2.
+type usage struct{ error }
+
+func (u usage) Unwrap() error { return u.error }
+
+// session is an open host with its sampler and the notes about which
+// devices are shown.
+type session struct {
+	host     gpu.Host
+	sampler  *gpu.Sampler
+	visible  gpu.Visible
+	shown    []int // NVML indices sampled
+	hostName string
+	warnings []string
+	total    int // devices on the host
+}
+
+func (f *hostFlags) open() (*session, error) {
+	if f.simulate < 0 || f.simulate > 64 {
+		return nil, usage{fmt.Errorf("--simulate %d: must be between 1 and 64 GPUs", f.simulate)}
+	}
+	if f.idleWindow <= 0 {
+		return nil, usage{fmt.Errorf("--idle-window %v: must be positive", f.idleWindow)}
+	}
+	s := &session{}
+	var procs gpu.ProcSource
+	if f.simulate > 0 {
+		sim, err := gpu.NewSim(f.simulate, f.seed, env.Now)
+		if err != nil {
+			return nil, err
+		}
+		s.host, procs, s.hostName = sim, sim, "simulated"
+	} else {
+		h, err := env.OpenHost()
+		if err != nil {
+			if gpu.IsNoDriver(err) {
+				return nil, fmt.Errorf("%w; nothing to monitor here (`--simulate N` shows a simulated host of N GPUs; vram replay and the allocator's simulated device work without a GPU)", err)
+			}
+			return nil, err
+		}
+		s.host = h
+		pfs, err := gpu.NewProcFS(env.ProcRoot, env.LookupUser)
+		if err != nil {
+			s.warnings = append(s.warnings, fmt.Sprintf("processes are not enriched from /proc: %v", err))
+		} else {
+			procs = pfs
+		}
+		if n, err := env.Hostname(); err == nil {
+			s.hostName = n
+		}
+	}
+	devs, err := s.host.Devices()
+	if err != nil {
+		s.host.Close()
+		return nil, fmt.Errorf("list GPUs: %w", err)
+	}
+	s.total = len(devs)
+	ids := make([]gpu.Identity, 0, len(devs))
+	for _, d := range devs {
+		id, err := d.Identity()
+		if err != nil {
+			s.host.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	var sel []int
+	switch {
+	case len(f.gpus) > 0:
+		sel = f.gpus
+		for _, i := range sel {
+			if i < 0 || i >= len(ids) {
+				s.host.Close()
+				return nil, usage{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", i, len(ids), len(ids)-1)}
+			}
+		}
+		s.visible = gpu.Visible{All: false, Indices: sel, Source: "--gpu"}
+	case f.allGPUs:
+		s.visible = gpu.Visible{All: true}
+	default:
+		s.visible = gpu.ParseVisible(env.Getenv, ids)
+		s.warnings = append(s.warnings, s.visible.Warnings...)
+		if !s.visible.All {
+			sel = s.visible.Indices
+		}
+	}
+	if sel == nil {
+		for _, id := range ids {
+			sel = append(sel, id.Index)
+		}
+	}
+	s.shown = sel
+	s.sampler, err = gpu.NewSampler(s.host, gpu.SamplerOptions{Procs: procs, IdleWindow: f.idleWindow, Devices: sel, Now: env.Now})
+	if err != nil {
+		s.host.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// selectionNote says which GPUs are shown when not all are, or "".
+func (s *session) selectionNote() string {
+	if len(s.shown) == s.total {
+		return ""
+	}
+	var idx []string
+	for _, i := range s.shown {
+		idx = append(idx, fmt.Sprint(i))
+	}
+	list := strings.Join(idx, ",")
+	if list == "" {
+		list = "none"
+	}
+	return fmt.Sprintf("showing GPUs %s of %d (%s); --all-gpus shows all", list, s.total, s.visible.Source)
+}
+
+func warn(w io.Writer, msgs []string) {
+	for _, m := range msgs {
+		fmt.Fprintf(w, "vram: warning: %s\n", m)
+	}
+}
+
+// Commands returns the monitor's top-level commands.
+func Commands() []func() *cobra.Command {
+	return []func() *cobra.Command{NewCmdStatus, NewCmdWatch}
+}
+
+var errNoDevices = errors.New("no GPU to show")
+
+// humanBytes prints a size in binary units with one decimal.
+func humanBytes(b uint64) string {
+	const (
+		kib = 1 << 10
+		mib = 1 << 20
+		gib = 1 << 30
+		tib = 1 << 40
+	)
+	switch {
+	case b >= tib:
+		return fmt.Sprintf("%.1f TiB", float64(b)/tib)
+	case b >= gib:
+		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
+	case b >= mib:
+		return fmt.Sprintf("%.0f MiB", float64(b)/mib)
+	case b >= kib:
+		return fmt.Sprintf("%.0f KiB", float64(b)/kib)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// bar draws used (#), reserved (=) and free (.) memory in width cells.
+func bar(m gpu.Memory, width int) string {
+	if m.Total == 0 {
+		return "[" + strings.Repeat("?", width) + "]"
+	}
+	cells := func(v uint64) int { return int((v*uint64(width) + m.Total/2) / m.Total) }
+	used := cells(m.Used)
+	res := cells(m.Reserved)
+	if used+res > width {
+		res = max(0, width-used)
+	}
+	return "[" + strings.Repeat("#", used) + strings.Repeat("=", res) + strings.Repeat(".", width-used-res) + "]"
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// asUsage turns a usage error into the root's flag error (exit status 2).
+func asUsage(cmd *cobra.Command, err error) error {
+	var u usage
+	if errors.As(err, &u) {
+		return cmd.FlagErrorFunc()(cmd, u.error)
+	}
+	return err
+}
