@@ -320,13 +320,12 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-func BenchmarkReader(b *testing.B) {
+// largestTrace returns the largest recorded trace, compressed and not.
+func largestTrace(b *testing.B) (gz, plain []byte) {
 	files := traces(b)
 	if len(files) == 0 {
 		b.Skip("no trace")
 	}
-	// The largest trace, decompressed, so that the benchmark measures parsing.
-	var in []byte
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -336,16 +335,31 @@ func BenchmarkReader(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		plain, err := io.ReadAll(zr)
+		p, err := io.ReadAll(zr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(plain) > len(in) {
-			in = plain
+		if len(p) > len(plain) {
+			gz, plain = raw, p
 		}
 	}
+	return gz, plain
+}
+
+// BenchmarkReader measures parsing alone, on the decompressed trace.
+func BenchmarkReader(b *testing.B) {
+	_, plain := largestTrace(b)
+	benchRead(b, plain)
+}
+
+// BenchmarkReaderGzip measures reading the trace as it is stored, gzip included.
+func BenchmarkReaderGzip(b *testing.B) {
+	gz, _ := largestTrace(b)
+	benchRead(b, gz)
+}
+
+func benchRead(b *testing.B, in []byte) {
 	b.SetBytes(int64(len(in)))
-	b.ResetTimer()
 	var n int
 	for b.Loop() {
 		r := NewReader(bytes.NewReader(in))
