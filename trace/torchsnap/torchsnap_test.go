@@ -112,7 +112,7 @@ func TestToRecordsPairsFrees(t *testing.T) {
 	entries := []TraceEntry{
 		{Action: ActionAlloc, Addr: 1, Size: 10, TimeUS: 100},
 		{Action: ActionFreeRequested, Addr: 1, Size: 10, TimeUS: 101},
-		{Action: ActionFreeCompleted, Addr: 1, Size: 10, TimeUS: 99}, // clock went back
+		{Action: ActionFreeCompleted, Addr: 1, Size: 10, TimeUS: 99},  // clock went back
 		{Action: ActionFreeCompleted, Addr: 1, Size: 10, TimeUS: 102}, // not live any more
 	}
 	recs, st := ToRecords(entries)
