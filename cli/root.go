@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/cli/monitor"
+	"github.com/vramhq/vram/cli/top"
 )
 
 // Version is set at build time with -ldflags "-X github.com/vramhq/vram/cli.Version=...".
@@ -61,6 +62,7 @@ func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 var commands = []func() *cobra.Command{
 	monitor.NewCmdStatus,
 	monitor.NewCmdWatch,
+	top.NewCmd,
 }
 
 // Main runs vram with args and returns the process exit code.

@@ -1,0 +1,275 @@
+package top
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/spf13/cobra"
+
+	"github.com/vramhq/vram/gpu"
+)
+
+// Options are the command's flags. --simulate, --seed, --all-gpus, --gpu
+// and --idle-window mean what they mean for vram status and vram watch.
+type Options struct {
+	Interval   time.Duration
+	Window     time.Duration
+	Simulate   int
+	Seed       int64
+	AllGPUs    bool
+	GPUs       []int
+	IdleWindow time.Duration
+	ReadOnly   bool
+	Frame      int
+	Width      int
+	Height     int
+}
+
+// Bounds of the history: fewer samples give no growth rate, more cost time
+// on every frame for nothing a terminal can show.
+const (
+	minWindowSamples = 16
+	maxWindowSamples = 4096
+)
+
+// NewCmd returns the `vram top` command.
+func NewCmd() *cobra.Command {
+	o := &Options{}
+	c := &cobra.Command{
+		Use:   "top",
+		Short: "Interactive monitor of GPU memory and the processes holding it",
+		Long: `vram top shows every GPU's memory (used, reserved by the driver, free) with
+a history graph, and the processes holding device memory with their user,
+memory history, growth rate (MiB/min, a robust slope over the window) and
+flags (zombie, orphan, jupyter, idle, no-proc). Sort with m/p/g/u, filter
+with /, open a process with Enter, and terminate (t) or kill (k) it after a
+confirmation; --readonly disables signals. Press ? for all keys.
+
+Like vram status, only the GPUs named by CUDA_VISIBLE_DEVICES or
+NVIDIA_VISIBLE_DEVICES are shown when either is set; --all-gpus shows every
+GPU and --gpu picks some.
+
+--frame N prints one frame to stdout after N samples instead of running the
+interactive screen (for scripts, logs and documentation).`,
+		Example: `  vram top
+  vram top --interval 250ms --readonly
+  vram top --simulate 4
+  vram top --frame 30 --interval 100ms --width 120 --height 40 > frame.txt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := run(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout())
+			var u usageError
+			if errors.As(err, &u) {
+				return cmd.FlagErrorFunc()(cmd, u.error) // exit status 2
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
+	f.DurationVar(&o.Window, "window", 5*time.Minute, "time span of the graphs, sparklines and growth rates")
+	f.IntVar(&o.Simulate, "simulate", 0, "run against a simulated host of `N` GPUs (synthetic processes; no driver needed)")
+	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
+	f.BoolVar(&o.AllGPUs, "all-gpus", false, "show every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
+	f.IntSliceVar(&o.GPUs, "gpu", nil, "show only these GPU `indices` (comma-separated)")
+	f.DurationVar(&o.IdleWindow, "idle-window", 30*time.Second, "a process with no GPU activity for this long is flagged idle")
+	f.BoolVar(&o.ReadOnly, "readonly", false, "never send signals (t and k are disabled)")
+	f.IntVar(&o.Frame, "frame", 0, "print one frame to stdout after `N` samples and exit")
+	f.IntVar(&o.Width, "width", 120, "frame width in cells (with --frame)")
+	f.IntVar(&o.Height, "height", 40, "frame height in lines (with --frame)")
+	return c
+}
+
+// usageError marks a flag problem (exit status 2).
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// validate checks the flags and returns the history length in samples.
+func (o *Options) validate() (int, error) {
+	bad := func(format string, a ...any) (int, error) { return 0, usageError{fmt.Errorf(format, a...)} }
+	switch {
+	case o.Interval < gpu.MinInterval || o.Interval > gpu.MaxInterval:
+		return bad("--interval %v out of range: must be between %v and %v", o.Interval, gpu.MinInterval, gpu.MaxInterval)
+	case o.Window < o.Interval:
+		return bad("--window %v is shorter than --interval %v", o.Window, o.Interval)
+	case o.Simulate < 0 || o.Simulate > 64:
+		return bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
+	case o.IdleWindow <= 0:
+		return bad("--idle-window %v: must be positive", o.IdleWindow)
+	case o.Frame < 0:
+		return bad("--frame %d: must be the number of samples before the frame (1 or more)", o.Frame)
+	case o.Frame > 0 && (o.Width < minWidth || o.Height < minHeight):
+		return bad("--width %d --height %d: a frame needs at least %dx%d", o.Width, o.Height, minWidth, minHeight)
+	}
+	n := int(o.Window / o.Interval)
+	return min(max(n, minWindowSamples), maxWindowSamples), nil
+}
+
+// source is an opened host with what the model needs from it.
+type source struct {
+	host    gpu.Host
+	sampler *gpu.Sampler
+	procs   procStater
+	signal  Signaller
+	name    string
+	note    string
+}
+
+// env is what open takes from the outside world; tests replace it.
+type env struct {
+	openHost func() (gpu.Host, error)
+	procRoot string
+	getenv   func(string) (string, bool)
+	hostname func() (string, error)
+	now      func() time.Time
+}
+
+var defaultEnv = env{
+	openHost: func() (gpu.Host, error) { return gpu.OpenNVML() },
+	procRoot: "/proc",
+	getenv:   os.LookupEnv,
+	hostname: os.Hostname,
+	now:      time.Now,
+}
+
+// open opens the real driver (or the simulated host) and selects the GPUs
+// the way vram status does: --gpu, else --all-gpus, else the visible-devices
+// variables.
+func open(o *Options, e env) (*source, error) {
+	src := &source{}
+	var procs gpu.ProcSource
+	var notes []string
+	if o.Simulate > 0 {
+		sim, err := gpu.NewSim(o.Simulate, o.Seed, e.now)
+		if err != nil {
+			return nil, err
+		}
+		src.host, procs, src.procs, src.name = sim, sim, sim, "simulated"
+		// A simulated PID may exist on this machine: never signal it.
+		src.signal = SignallerFunc(func(int, syscall.Signal) error { return nil })
+	} else {
+		h, err := e.openHost()
+		if err != nil {
+			if gpu.IsNoDriver(err) {
+				return nil, fmt.Errorf("%w; nothing to monitor here (`vram top --simulate N` shows a simulated host of N GPUs)", err)
+			}
+			return nil, err
+		}
+		src.host = h
+		if pfs, err := gpu.NewProcFS(e.procRoot, nil); err != nil {
+			notes = append(notes, fmt.Sprintf("no process details and no signals: %v", err))
+		} else {
+			procs, src.procs, src.signal = pfs, pfs, KillSignaller
+		}
+		if n, err := e.hostname(); err == nil {
+			src.name = n
+		}
+	}
+	fail := func(err error) (*source, error) { src.host.Close(); return nil, err }
+	s, err := gpu.NewSampler(src.host, gpu.SamplerOptions{Procs: procs, IdleWindow: o.IdleWindow, Now: e.now})
+	if err != nil {
+		return fail(err)
+	}
+	all := s.AllDevices()
+	var sel []int
+	var why string
+	switch {
+	case len(o.GPUs) > 0:
+		for _, i := range o.GPUs {
+			if i < 0 || i >= len(all) {
+				return fail(usageError{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", i, len(all), len(all)-1)})
+			}
+		}
+		sel, why = o.GPUs, "--gpu"
+	case !o.AllGPUs:
+		v := gpu.ParseVisible(e.getenv, all)
+		notes = append(notes, v.Warnings...)
+		if !v.All {
+			if len(v.Indices) == 0 {
+				return fail(fmt.Errorf("%s selects no GPU; --all-gpus shows every GPU", v.Source))
+			}
+			sel, why = v.Indices, v.Source
+		}
+	}
+	if sel != nil {
+		if s, err = gpu.NewSampler(src.host, gpu.SamplerOptions{Procs: procs, IdleWindow: o.IdleWindow, Devices: sel, Now: e.now}); err != nil {
+			return fail(err)
+		}
+		ids := make([]string, len(sel))
+		for i, x := range sel {
+			ids[i] = strconv.Itoa(x)
+		}
+		notes = append(notes, fmt.Sprintf("showing GPUs %s of %d (%s); --all-gpus shows all", strings.Join(ids, ","), len(all), why))
+	}
+	src.sampler = s
+	src.note = strings.Join(notes, " · ")
+	return src, nil
+}
+
+func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
+	window, err := o.validate()
+	if err != nil {
+		return err
+	}
+	src, err := open(o, defaultEnv)
+	if err != nil {
+		return err
+	}
+	defer src.host.Close()
+	cfg := Config{
+		Interval: o.Interval, Window: window, ReadOnly: o.ReadOnly, Hostname: src.name,
+		Self: os.Getpid(), Signaller: src.signal, Procs: src.procs, Note: src.note,
+	}
+	m := New(cfg, src.sampler.Sample)
+	if o.Frame > 0 {
+		frame, err := renderFrame(ctx, m, o.Frame, o.Width, o.Height, func(d time.Duration) { time.Sleep(d) })
+		if err != nil {
+			return err
+		}
+		w := colorprofile.NewWriter(out, os.Environ())
+		_, err = fmt.Fprintln(w, frame)
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
+	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
+		return fmt.Errorf("terminal UI (--frame N prints one frame without a terminal): %w", err)
+	}
+	return nil
+}
+
+// renderFrame feeds n samples to the model, sleeping the interval between
+// them, and returns the frame it then shows at width × height.
+func renderFrame(ctx context.Context, m Model, n, width, height int, sleep func(time.Duration)) (string, error) {
+	var tm tea.Model = m
+	tm, _ = tm.Update(tea.WindowSizeMsg{Width: width, Height: height})
+	var last error
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			sleep(m.cfg.Interval)
+		}
+		if ctx != nil && ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		snap, err := m.poll()
+		last = err
+		tm, _ = tm.Update(sampleMsg{snap: snap, err: err})
+	}
+	final := tm.(Model)
+	if final.snap == nil && last != nil {
+		return "", fmt.Errorf("no sample succeeded: %w", last)
+	}
+	return final.render(), nil
+}
