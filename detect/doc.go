@@ -52,7 +52,9 @@
 //     not carried by its largest single jump (with that jump replaced by the
 //     typical increment, the test must stay significant). The short horizons
 //     catch leaks that start late in a long series; the long ones catch slow
-//     leaks under noise. The verdict reports the horizon with the largest Z.
+//     leaks under noise. The verdict reports the shortest horizon that shows a
+//     leak: its slope is the rate now, which a longer horizon would dilute
+//     with the flat time before a late leak.
 //  6. Ratchet. A floor that only moves in large steps (the allocator grows
 //     by whole segments) is flat between them and has no continuous trend.
 //     RatchetSteps steps up (4), none down in the steady state, and the last

@@ -205,8 +205,10 @@ func robustScale(v, tmp []float64) (med, scale float64) {
 // of three, times 3.16 (the factor that makes it σ for independent Gaussian
 // noise; calibrated by simulation). Isolated outliers, steps and trends
 // barely move it, unlike the MAD of first differences, which every outlier
-// enters twice. tmp is scratch of at least len(x). Fewer than three points
-// give 0.
+// enters twice. A trend much steeper than the noise makes the series
+// monotone and hides the noise (the estimate falls towards 0); callers put a
+// floor under every threshold derived from it. tmp is scratch of at least
+// len(x). Fewer than three points give 0.
 func noiseScale(x, tmp []float64) float64 {
 	if len(x) < 3 {
 		return 0

@@ -34,8 +34,8 @@ func (k Kind) String() string {
 
 // Verdict is the detector's answer. The trend figures (Slope, S, Z, P,
 // Confidence, Horizon, Windows) describe the horizon the verdict rests on:
-// for Leak, the tested horizon with the strongest evidence; otherwise the
-// whole steady state.
+// for Leak, the shortest tested horizon that shows the leak (its slope is
+// the rate now); otherwise the whole steady state.
 type Verdict struct {
 	Kind Kind
 	// Slope is the Theil–Sen slope of the steady-state floor, bytes/s.
@@ -215,10 +215,12 @@ func (d *Detector) analyze(pts []window) Verdict {
 			rejected = append(rejected, fmt.Sprintf("the rise over the last %v is one jump", seconds(tr.span)))
 			continue
 		}
-		if best == nil || tr.mk.Z > best.mk.Z {
-			b := tr
-			best = &b
-		}
+		// Horizons go from short to long: keep the shortest that shows a
+		// leak, whose slope is the rate now (a longer one may mix in the
+		// flat time before a late leak).
+		b := tr
+		best = &b
+		break
 	}
 	if best != nil {
 		d.fill(&v, *best, len(horizons), Leak)
@@ -369,22 +371,23 @@ func ongoing(at []float64, now float64) bool {
 	return now-at[len(at)-1] <= 2*median(gaps)
 }
 
-// despike lowers every window that stands more than tau above the lowest
-// window within r on its left and above the lowest within r on its right,
-// to the higher of those two: windows whose samples all missed the moments
-// the memory was at rest. Runs of up to r such windows are repaired.
-// A monotone rise or a step has no window above both sides and is left as
-// it is, and so are windows below their neighbours (a low floor is a real
-// reading) and the newest window (its right side is not known yet). Windows
-// within tau of their neighbours are untouched, so noise keeps its
-// independence from window to window.
+// despike repairs runs of at most r windows that stand more than tau above
+// the windows on both sides of the run, lowering them to the higher of those
+// two: windows whose samples all missed the moments the memory was at rest.
+// Longer runs, a monotone rise, a step, windows below their neighbours (a
+// low floor is a real reading) and the newest window (its right side is not
+// known yet) are left as they are. Windows within tau of their neighbours
+// are untouched, so noise keeps its independence from window to window.
 func despike(f []float64, tau float64, r int) []float64 {
 	out := append([]float64(nil), f...)
-	for i := 1; i+1 < len(f); i++ {
-		left := slices.Min(f[max(0, i-r):i])
-		right := slices.Min(f[i+1 : min(len(f), i+r+1)])
-		if lo := max(left, right); f[i]-lo > tau {
-			out[i] = lo
+	for l := 1; l <= r; l++ {
+		for a := 1; a+l < len(f); a++ {
+			lo := max(f[a-1], f[a+l])
+			if slices.Min(f[a:a+l])-lo > tau {
+				for i := a; i < a+l; i++ {
+					out[i] = min(out[i], lo)
+				}
+			}
 		}
 	}
 	return out

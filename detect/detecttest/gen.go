@@ -53,6 +53,9 @@ type Pattern struct {
 	Leak bool
 	// Describe is a short description for tables.
 	Describe string
+	// Sawtooth says whether the pattern has training steps on top of its
+	// floor (then sampling at 1 s often misses the floor).
+	Sawtooth bool
 	build    func(r *rand.Rand) model
 }
 
@@ -86,7 +89,7 @@ var Patterns = []Pattern{
 		base := uniform(r, 2*gib, 40*gib)
 		return model{floor: func(float64) float64 { return base }, duration: quiet()}
 	}},
-	{Name: "warmup", Describe: "fast rise (τ 2–8 s) then flat, under a sawtooth", build: func(r *rand.Rand) model {
+	{Name: "warmup", Sawtooth: true, Describe: "fast rise (τ 2–8 s) then flat, under a sawtooth", build: func(r *rand.Rand) model {
 		lo, hi := uniform(r, 0.3*gib, 1*gib), uniform(r, 4*gib, 30*gib)
 		tau := uniform(r, 2, 8)
 		return model{floor: func(t float64) float64 { return hi - (hi-lo)*math.Exp(-t/tau) },
@@ -97,11 +100,11 @@ var Patterns = []Pattern{
 		ramp := uniform(r, 10, 40)
 		return model{floor: func(t float64) float64 { return lo + (hi-lo)*min(t/ramp, 1) }, duration: quiet()}
 	}},
-	{Name: "sawtooth", Describe: "variable batches: random peaks 0.5–4 GiB each step, same floor", build: func(r *rand.Rand) model {
+	{Name: "sawtooth", Sawtooth: true, Describe: "variable batches: random peaks 0.5–4 GiB each step, same floor", build: func(r *rand.Rand) model {
 		base := uniform(r, 2*gib, 30*gib)
 		return model{floor: func(float64) float64 { return base }, saw: true, sawMin: 512 * mib, sawMax: 4 * gib, duration: quiet()}
 	}},
-	{Name: "model-switch", Describe: "plateaus of 20–90 s at random levels 2–24 GiB, up and down", build: func(r *rand.Rand) model {
+	{Name: "model-switch", Sawtooth: true, Describe: "plateaus of 20–90 s at random levels 2–24 GiB, up and down", build: func(r *rand.Rand) model {
 		var ends, levels []float64
 		for t := 0.0; t < quiet(); {
 			t += uniform(r, 20, 90)
@@ -117,7 +120,7 @@ var Patterns = []Pattern{
 			return levels[len(levels)-1]
 		}, saw: true, sawMin: 256 * mib, sawMax: 1 * gib, duration: quiet()}
 	}},
-	{Name: "one-step", Describe: "flat, one step up of 64 MiB–2 GiB at 20–80% of the run", build: func(r *rand.Rand) model {
+	{Name: "one-step", Sawtooth: true, Describe: "flat, one step up of 64 MiB–2 GiB at 20–80% of the run", build: func(r *rand.Rand) model {
 		base, step := uniform(r, 2*gib, 30*gib), uniform(r, 64*mib, 2*gib)
 		at := uniform(r, 0.2, 0.8) * quiet()
 		return model{floor: func(t float64) float64 {
@@ -132,7 +135,7 @@ var Patterns = []Pattern{
 		return model{floor: func(t float64) float64 { return base*(1-math.Exp(-t/1.5)) + rate*t },
 			duration: within()}
 	}},
-	{Name: "leak-sawtooth", Leak: true, Describe: "1 MiB/s under a sawtooth of random peaks", build: func(r *rand.Rand) model {
+	{Name: "leak-sawtooth", Leak: true, Sawtooth: true, Describe: "1 MiB/s under a sawtooth of random peaks", build: func(r *rand.Rand) model {
 		base := uniform(r, 2*gib, 20*gib)
 		return model{floor: func(t float64) float64 { return base + mib*t },
 			saw: true, sawMin: 512 * mib, sawMax: 4 * gib, duration: within()}
@@ -140,7 +143,7 @@ var Patterns = []Pattern{
 	{Name: "leak-slow-40g", Leak: true, Describe: "1 MiB/s on a 40 GiB base", build: func(r *rand.Rand) model {
 		return model{floor: func(t float64) float64 { return 40*gib + mib*t }, duration: within()}
 	}},
-	{Name: "leak-late", Leak: true, Describe: "flat under a sawtooth for 2–20 min, then 1 MiB/s", build: func(r *rand.Rand) model {
+	{Name: "leak-late", Leak: true, Sawtooth: true, Describe: "flat under a sawtooth for 2–20 min, then 1 MiB/s", build: func(r *rand.Rand) model {
 		base, start := uniform(r, 2*gib, 20*gib), uniform(r, 120, 1200)
 		return model{floor: func(t float64) float64 { return base + mib*max(0, t-start) },
 			saw: true, sawMin: 256 * mib, sawMax: 2 * gib, duration: start + within(), leakStart: start}

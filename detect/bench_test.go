@@ -1,0 +1,58 @@
+package detect_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vramhq/vram/detect"
+)
+
+// fullDetector returns a detector that has seen enough samples to hold
+// MaxWindows windows (the worst case for Verdict).
+func fullDetector(b *testing.B) (*detect.Detector, time.Time) {
+	d, err := detect.New(detect.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := t0
+	for i := range 4 * 3600 * 10 { // four hours at 100 ms
+		at = t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		d.Add(at, uint64(20<<30+(i%13)<<20))
+	}
+	return d, at
+}
+
+// BenchmarkAdd is the per-sample cost on a full detector (windows close and
+// the oldest half is compacted once every 50 samples here).
+func BenchmarkAdd(b *testing.B) {
+	d, at := fullDetector(b)
+	b.ResetTimer()
+	for i := range b.N {
+		at = at.Add(100 * time.Millisecond)
+		d.Add(at, uint64(20<<30+(i%13)<<20))
+	}
+}
+
+// BenchmarkVerdict is one verdict over MaxWindows (256) windows.
+func BenchmarkVerdict(b *testing.B) {
+	d, _ := fullDetector(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = d.Verdict()
+	}
+}
+
+// BenchmarkAddVerdict is what a monitor pays per second when it samples at
+// 100 ms and asks for a verdict every second: ten Adds and one Verdict.
+func BenchmarkAddVerdict(b *testing.B) {
+	d, at := fullDetector(b)
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range 10 {
+			at = at.Add(100 * time.Millisecond)
+			d.Add(at, uint64(20<<30+((i+j)%13)<<20))
+		}
+		_ = d.Verdict()
+	}
+}

@@ -1,0 +1,150 @@
+package detect
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestMannKendall(t *testing.T) {
+	tests := []struct {
+		name string
+		x    []float64
+		seg  []int
+		s    int64
+		v    float64
+		z    float64
+		p    float64
+	}{
+		// Hand-computed: VarS = n(n−1)(2n+5)/18 = 5·4·15/18; Z = (S−1)/√VarS.
+		{"rising", []float64{1, 2, 3, 4, 5}, nil, 10, 300.0 / 18, 9 / math.Sqrt(300.0/18), 0.013746},
+		{"falling", []float64{5, 4, 3, 2, 1}, nil, -10, 300.0 / 18, -9 / math.Sqrt(300.0/18), 0.986254},
+		// Two tie groups of two: VarS = (300 − 2·2·1·9)/18.
+		{"ties", []float64{1, 1, 2, 2, 3}, nil, 8, 264.0 / 18, 7 / math.Sqrt(264.0/18), 0.033789},
+		{"all equal", []float64{7, 7, 7, 7}, nil, 0, 0, 0, 0.5},
+		{"one point", []float64{7}, nil, 0, 0, 0, 0.5},
+		{"empty", nil, nil, 0, 0, 0, 0.5},
+		// Blocked: only pairs inside a segment count; the level shift adds nothing.
+		{"segments", []float64{1, 2, 10, 11}, []int{0, 0, 1, 1}, 2, 2, 1 / math.Sqrt(2), 0.239750},
+		{"shift only", []float64{1, 1, 10, 10}, []int{0, 0, 1, 1}, 0, 0, 0, 0.5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mkTest(tc.x, tc.seg, make([]float64, len(tc.x)))
+			if r.S != tc.s || !near(r.VarS, tc.v, 1e-9) || !near(r.Z, tc.z, 1e-9) || !near(r.P, tc.p, 1e-5) {
+				t.Errorf("mkTest(%v) = %+v, want S=%d VarS=%v Z=%v P=%v", tc.x, r, tc.s, tc.v, tc.z, tc.p)
+			}
+		})
+	}
+}
+
+func TestTheilSen(t *testing.T) {
+	tests := []struct {
+		name string
+		t, x []float64
+		seg  []int
+		want float64
+	}{
+		{"line", []float64{0, 1, 2, 3}, []float64{0, 2, 4, 6}, nil, 2},
+		// Pair slopes 2, 50, 2, 98, 2, −94: the outlier moves only the tails.
+		{"outlier", []float64{0, 1, 2, 3}, []float64{0, 2, 100, 6}, nil, 2},
+		{"irregular times", []float64{0, 0.5, 3, 10}, []float64{1, 2, 7, 21}, nil, 2},
+		{"flat", []float64{0, 1, 2}, []float64{5, 5, 5}, nil, 0},
+		{"equal times", []float64{1, 1, 1}, []float64{1, 5, 9}, nil, 0},
+		{"one point", []float64{1}, []float64{1}, nil, 0},
+		// Two flat segments at different levels: the jump is not a slope.
+		{"segments", []float64{0, 1, 2, 3}, []float64{5, 5, 9, 9}, []int{0, 0, 1, 1}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := theilSen(tc.t, tc.x, tc.seg, nil)
+			if !near(got, tc.want, 1e-12) {
+				t.Errorf("theilSen = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMedianMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		n := 1 + r.IntN(60)
+		v := make([]float64, n)
+		for i := range v {
+			switch trial % 3 {
+			case 0:
+				v[i] = r.NormFloat64()
+			case 1:
+				v[i] = float64(r.IntN(4)) // many ties
+			default:
+				v[i] = float64(i) // sorted
+			}
+		}
+		s := slices.Clone(v)
+		slices.Sort(s)
+		want := s[n/2]
+		if n%2 == 0 {
+			want = (s[n/2-1] + s[n/2]) / 2
+		}
+		if got := median(v); !near(got, want, 1e-12) {
+			t.Fatalf("median(%v) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestNoiseScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	x := make([]float64, 5000)
+	for i := range x {
+		x[i] = 1e9 + 0.5*float64(i) + 8*r.NormFloat64() // a gentle trend plus σ=8 noise
+	}
+	// A few big outliers and a step must not move the estimate much.
+	for i := 100; i < len(x); i += 97 {
+		x[i] += 5000
+	}
+	for i := 2500; i < len(x); i++ {
+		x[i] += 1e7
+	}
+	if got := noiseScale(x, make([]float64, len(x))); got < 6 || got > 10 {
+		t.Errorf("noiseScale = %v, want about 8", got)
+	}
+	// A trend much steeper than the noise hides it: documented, and the
+	// callers' thresholds have floors.
+	steep := make([]float64, 100)
+	for i := range steep {
+		steep[i] = 1e6*float64(i) + 8*r.NormFloat64()
+	}
+	if got := noiseScale(steep, make([]float64, len(steep))); got > 8 {
+		t.Errorf("noiseScale on a steep trend = %v, want at most the true σ", got)
+	}
+	if got := noiseScale([]float64{1, 2}, make([]float64, 2)); got != 0 {
+		t.Errorf("noiseScale of two points = %v, want 0", got)
+	}
+}
+
+func TestDespike(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []float64
+		want []float64
+	}{
+		{"lone spike", []float64{0, 0, 100, 0, 0}, []float64{0, 0, 0, 0, 0}},
+		{"run of two", []float64{0, 0, 100, 90, 0, 0}, []float64{0, 0, 0, 0, 0, 0}},
+		{"run of three stays", []float64{0, 0, 100, 100, 100, 0, 0}, []float64{0, 0, 100, 100, 100, 0, 0}},
+		{"step stays", []float64{0, 0, 0, 100, 100, 100}, []float64{0, 0, 0, 100, 100, 100}},
+		{"rise stays", []float64{0, 50, 100, 150, 200}, []float64{0, 50, 100, 150, 200}},
+		{"dip stays", []float64{100, 100, 0, 100, 100}, []float64{100, 100, 0, 100, 100}},
+		{"small bump stays", []float64{0, 0, 5, 0, 0}, []float64{0, 0, 5, 0, 0}},
+		{"newest stays", []float64{0, 0, 0, 100}, []float64{0, 0, 0, 100}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := despike(tc.in, 10, spikeRun); !slices.Equal(got, tc.want) {
+				t.Errorf("despike(%v) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(b)) }
