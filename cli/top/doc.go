@@ -32,7 +32,7 @@
 // their maximum so that a spike is never averaged away.
 //
 // The growth column is a robust slope in MiB per minute: the window is cut
-// into 3 to 16 groups of consecutive samples, each group contributes its
+// into 3 to 6 groups of consecutive samples (each longer, one hopes, than a step of the workload), each group contributes its
 // minimum (the floor of a training job's saw-tooth, which is what rises when
 // memory leaks), and the slope is the Theil–Sen estimate (median of the
 // pairwise slopes) of those minima. It needs six samples; before that the

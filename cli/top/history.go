@@ -112,13 +112,15 @@ func (h *history) add(snap *gpu.Snapshot) {
 // median of the slopes between every pair. One outlier group moves the median
 // little; half of the groups would have to be wrong to move it arbitrarily.
 
-// Growth needs at least minGrowthPoints samples, so that there are
+// Each group should be longer than one step of the workload (its floor is
+// then the memory at rest), so groups are few: at most maxGrowthGroups, a
+// sixth of the window each. Growth needs at least minGrowthPoints samples, so that there are
 // minGrowthGroups groups of at least two samples each, spanning at least
 // minGrowthSpan: a slope over a shorter span, extrapolated to a minute, is
 // one training step's noise.
 const (
 	minGrowthGroups = 3
-	maxGrowthGroups = 16
+	maxGrowthGroups = 6
 	minGrowthPoints = 2 * minGrowthGroups
 	minGrowthSpan   = 10 * time.Second
 )

@@ -31,7 +31,7 @@ type Config struct {
 	// Signaller sends signals; Procs re-reads a process's identity right
 	// before. Either nil disables signals.
 	Signaller Signaller
-	Procs     procStater
+	Procs     ProcStater
 	// Note is shown under the header (which GPUs are shown and why).
 	Note string
 }

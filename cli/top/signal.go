@@ -24,9 +24,9 @@ func (f SignallerFunc) Signal(pid int, sig syscall.Signal) error { return f(pid,
 // KillSignaller signals real processes with kill(2).
 var KillSignaller Signaller = SignallerFunc(syscall.Kill)
 
-// procStater re-reads a process's identity right before it is signalled.
+// ProcStater re-reads a process's identity right before it is signalled.
 // gpu.ProcFS and gpu.Sim implement it.
-type procStater interface {
+type ProcStater interface {
 	Stat(pid int) (gpu.ProcStat, error)
 }
 
@@ -63,7 +63,7 @@ func checkTarget(t target, self int) error {
 // names another process (or none), and sends sig. The window between the
 // check and kill(2) is as short as two system calls; a pidfd would close it
 // and is not used yet.
-func signalChecked(st procStater, sg Signaller, self int, t target, sig syscall.Signal) error {
+func signalChecked(st ProcStater, sg Signaller, self int, t target, sig syscall.Signal) error {
 	if err := checkTarget(t, self); err != nil {
 		return err
 	}

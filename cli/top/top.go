@@ -119,7 +119,7 @@ func (o *Options) validate() (int, error) {
 type source struct {
 	host    gpu.Host
 	sampler *gpu.Sampler
-	procs   procStater
+	procs   ProcStater
 	signal  Signaller
 	name    string
 	note    string

@@ -538,7 +538,7 @@ MiB/min: growth over the window: Theil-Sen slope of per-interval minima
 Flags:   no-proc  listed by the driver, absent from /proc
          zombie   exiting, or a zombie still holding memory
          orphan   its parent or launching session is gone
-         idle     no GPU activity for 30 s
+         idle     no GPU activity over --idle-window (30 s by default)
          jupyter  a Jupyter kernel
          no-perm  /proc refused to show it`
 	lines := []string{m.header("vram top · help"), ""}
