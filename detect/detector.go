@@ -17,7 +17,9 @@ type Config struct {
 	// Window is the width of a window; the detector keeps one floor (minimum)
 	// and one peak (maximum) per window. It must be longer than one step of
 	// the workload (one training iteration, one request batch), so that every
-	// window sees the memory at rest at least once. Default 5s.
+	// window sees the memory at rest at least once, and hold several
+	// samples (15s at 1 s sampling under a sawtooth; docs/detect.md).
+	// Default 5s.
 	Window time.Duration
 	// MaxWindows bounds the memory: at most this many windows are kept.
 	// When full, the oldest half is coarsened by merging adjacent windows;

@@ -21,44 +21,49 @@
 //     sawtooth of the steps) and maximum (for the time-to-OOM projection)
 //     are kept. The window must be longer than one step of the workload;
 //     it works with any sampling interval and with irregular or missing
-//     samples, but needs several samples per window to see the floor.
+//     samples, but needs several samples per window to see the floor: at
+//     1 s sampling of a workload with a visible per-step sawtooth, 15 s
+//     windows trade slower calls for far fewer false ones (docs/detect.md).
 //  2. Bounded memory. At most MaxWindows windows are kept. When full, the
 //     oldest half is coarsened by merging adjacent windows (the pair of
 //     smallest combined weight, the oldest on ties), so resolution falls off
 //     with age and the newest half stays at full resolution. A merged
 //     window's floor is the weighted mean of the two floors: the minimum of
 //     more samples would be lower under noise and fake a rising trend.
-//  3. Warm-up. The settled rate is the Theil–Sen slope of the newer half of
-//     the windows; "fast" is max(WarmupRate, 4 × settled rate). Leading
-//     windows are warm-up while the floor's rise over the next three windows
-//     is faster than fast; at most half the windows are dropped, so a leak
-//     from the start, which rises as fast late as early, is not mistaken
-//     for warm-up.
-//  4. Spikes and steps. The window-to-window changes of the floor give a
-//     typical increment (median) and a noise scale (1.4826 × MAD). A window
-//     that stands more than τ = max(StepMin, 6 × noise) above both
-//     neighbours is lowered to the higher one (its samples all missed the
-//     floor). A change further than τ from the typical increment is a step:
-//     it is counted and replaced by the typical increment, so the series
-//     tested next has one-off steps taken out.
-//  5. Trend. On the step-free floor, horizons ending now are tested: the
-//     newest 12 windows, 24, 48, … and all steady windows. Each gets the
-//     Mann–Kendall test (S, variance with the tie correction, Z with
-//     continuity correction, one-sided p for "rising") and a Theil–Sen slope.
+//  3. Warm-up. Leading windows are dropped, for at most MaxWarmup (2 min),
+//     while the floor's rise over the next three windows is faster than
+//     WarmupRate (8 MiB/s), or while that rise is more than
+//     max(MinGrowth, 6σ) and more than twice the rise over the three windows
+//     after (the tail of a warm-up, still slowing down). A steady leak does
+//     not slow down, so the second rule stops at once on it.
+//  4. Spikes and steps. The floor's noise σ is the median absolute residual
+//     against the running median of three windows, scaled to a standard
+//     deviation; isolated outliers barely move it. With τ = max(StepMin, 8σ):
+//     runs of up to two windows standing more than τ above the windows on
+//     both sides are lowered (their samples all missed the floor); the
+//     newest windows that jump by more than τ are held back until later
+//     windows confirm them; and a window-to-window change further than τ
+//     from the median change is a step. Steps split the floor into segments.
+//  5. Trend. Inside segments, horizons ending now are tested: the newest
+//     12 windows, 24, 48, … and all steady windows. Each gets the blocked
+//     Mann–Kendall test (pairs compared only inside one segment; S and the
+//     tie-corrected variance summed over segments; Z with continuity
+//     correction; one-sided p for "rising") and the Theil–Sen slope over the
+//     same pairs, so a level shift between segments adds nothing to either.
 //     A horizon shows a leak when p < Alpha / (number of horizons), the
 //     slope is at least MinSlope, the growth (slope × span) at least
 //     MinGrowth, the second half of the horizon rises at least a quarter as
 //     fast as the first half (otherwise it is leveling off), and the rise is
 //     not carried by its largest single jump (with that jump replaced by the
-//     typical increment, the test must stay significant). The short horizons
+//     median increment, the test must stay significant). The short horizons
 //     catch leaks that start late in a long series; the long ones catch slow
 //     leaks under noise. The verdict reports the shortest horizon that shows a
 //     leak: its slope is the rate now, which a longer horizon would dilute
 //     with the flat time before a late leak.
 //  6. Ratchet. A floor that only moves in large steps (the allocator grows
-//     by whole segments) is flat between them and has no continuous trend.
-//     RatchetSteps steps up (4), none down in the steady state, and the last
-//     one no longer ago than twice the median gap between them, make a leak.
+//     by whole segments) is flat inside its segments. RatchetSteps steps up
+//     (4), none down in the steady state, and the last one no longer ago than
+//     twice the median gap between them, make a leak.
 //
 // # Choices
 //
