@@ -1,0 +1,296 @@
+// Package replay is the vram replay command: it replays allocation traces
+// through the caching allocator under named policies and prints, per trace
+// and policy, the memory a job needed (live and reserved peaks, their ratio,
+// the smallest device it completes on), the driver calls and the host time
+// per operation. The engine is package trace/replay; this package reads the
+// flags, opens the traces and renders the results.
+package replay
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramhq/vram/alloc"
+	"github.com/vramhq/vram/alloc/cudadev"
+	"github.com/vramhq/vram/cuda"
+	"github.com/vramhq/vram/trace/replay"
+)
+
+// DefaultCapacity is the simulated device's size: an H200's 141 GiB.
+const DefaultCapacity = "141GiB"
+
+type flags struct {
+	policy, capacity, device string
+	json, noMinCapacity      bool
+	progress                 bool
+}
+
+// usageError marks errors of flags and arguments (exit status 2).
+type usageError struct{ error }
+
+// NewCmd builds vram replay.
+func NewCmd() *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "replay TRACE...",
+		Short: "Replay allocation traces: memory needed, fragmentation, smallest device",
+		Long: `Replay recorded or synthetic allocation traces through vram's caching allocator
+and report, per trace and policy: operations, peak live bytes (the sizes the
+program asked for, alive at once), peak reserved bytes (what the allocator held
+from the device), their ratio, the smallest capacity on which the trace still
+completes (found by bisection over the allocator's cap, about 15 replays; skip
+it with --no-min-capacity) and its ratio to live, driver calls, host time per
+allocation or free (p50, p99; the timer's own cost subtracted) and the bytes
+left live when the trace ends.
+
+TRACE is an RMM log (CSV, plain or gzip), a PyTorch memory snapshot pickle
+(torch.cuda.memory._dump_snapshot; plain or gzip; detected by its content),
+or a synthetic workload:
+  ` + strings.ReplaceAll(replay.SynthSyntax, "\n", "\n  ") + `
+
+Policies (--policy a,b or all):
+` + policyHelp() + `
+By default the traces run on a simulated device of --capacity bytes (timings
+are then host-side figures of the allocator alone); --device cuda runs them on
+GPU 0 through the CUDA driver.`,
+		Example: `  vram replay ../shared/traces/lstm_varlen.csv.gz
+  vram replay --policy all --json ../shared/traces/*.csv.gz
+  vram replay --capacity 40GiB --no-min-capacity snapshot.pickle
+  vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.FlagErrorFunc()(cmd, errors.New("replay: name at least one trace (a file or synth:KIND)"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := run(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, cmd.Flags().Changed("capacity"), args)
+			var u usageError
+			if errors.As(err, &u) {
+				return cmd.FlagErrorFunc()(cmd, u.error)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.policy, "policy", "default", "allocator policies, comma-separated, or all ("+strings.Join(replay.PolicyNames(), ", ")+")")
+	fl.StringVar(&f.capacity, "capacity", DefaultCapacity, "size of the simulated device (e.g. 40GiB, 80GB)")
+	fl.StringVar(&f.device, "device", "sim", "device to replay on: sim (simulated) or cuda (GPU 0)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object per trace and policy (JSON lines; sizes in bytes)")
+	fl.BoolVar(&f.noMinCapacity, "no-min-capacity", false, "skip the bisection for the smallest capacity")
+	fl.BoolVar(&f.progress, "progress", false, "report progress on stderr even when it is not a terminal")
+	return cmd
+}
+
+func policyHelp() string {
+	var b strings.Builder
+	for _, p := range replay.Policies() {
+		conf := p.Conf
+		if conf == "" {
+			conf = "no settings"
+		}
+		fmt.Fprintf(&b, "  %-9s %s (%s)\n", p.Name, p.Doc, conf)
+	}
+	return b.String()
+}
+
+func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) error {
+	pols, err := replay.ParsePolicies(f.policy)
+	if err != nil {
+		return usageError{fmt.Errorf("--policy: %w", err)}
+	}
+	capacity, err := alloc.ParseSize(f.capacity)
+	if err != nil {
+		return usageError{fmt.Errorf("--capacity: %w", err)}
+	}
+	if capacity == 0 {
+		return usageError{errors.New("--capacity: must be more than 0")}
+	}
+	var (
+		devFunc  replay.DeviceFunc
+		devLabel string
+	)
+	switch f.device {
+	case "sim":
+		devFunc = replay.SimDevice(capacity)
+		devLabel = "simulated device of " + replay.FormatBytes(capacity)
+	case "cuda":
+		if capacitySet {
+			return usageError{errors.New("--capacity applies to --device sim only (the GPU's own memory is the capacity with --device cuda)")}
+		}
+		d, err := cudadev.Open(0)
+		if err != nil {
+			if errors.Is(err, cuda.ErrNoDriver) {
+				return fmt.Errorf("--device cuda: no CUDA driver on this machine (%v); use --device sim", err)
+			}
+			return fmt.Errorf("--device cuda: %w", err)
+		}
+		defer d.Close()
+		devFunc = func() (alloc.Device, error) { return d, nil }
+		devLabel = "GPU 0 through the CUDA driver"
+	default:
+		return usageError{fmt.Errorf("--device: unknown device %q (want sim or cuda)", f.device)}
+	}
+
+	// Open every trace first, so that a missing file fails before hours of
+	// replay.
+	var traces []*replay.Trace
+	for _, spec := range args {
+		ts, err := replay.Open(spec)
+		if err != nil {
+			if strings.HasPrefix(spec, "synth:") {
+				return usageError{err}
+			}
+			return err
+		}
+		traces = append(traces, ts...)
+	}
+
+	opt := replay.MeasureOptions{Device: devFunc, MinCapacity: !f.noMinCapacity, Time: true}
+	if f.progress || isTerminal(stderr) {
+		opt.Progress = func(msg string) { fmt.Fprintln(stderr, "vram replay:", msg) }
+	}
+	enc := json.NewEncoder(stdout)
+	var reports []*replay.Report
+	for _, t := range traces {
+		for _, p := range pols {
+			rep, err := replay.Measure(t, p, opt)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Name, err)
+			}
+			reports = append(reports, rep)
+			if f.json {
+				if err := enc.Encode(jsonOf(rep)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !f.json {
+		writeTable(stdout, reports, devLabel, opt.MinCapacity)
+	}
+	notes := notesOf(reports)
+	for _, n := range notes.lines {
+		fmt.Fprintln(stderr, "vram replay:", n)
+	}
+	if notes.ooms > 0 {
+		return fmt.Errorf("%d of %d replays ran out of memory on the %s", notes.ooms, len(reports), devLabel)
+	}
+	return nil
+}
+
+// Record is the JSON object of one trace and policy.
+type Record struct {
+	Trace               string   `json:"trace"`
+	Policy              string   `json:"policy"`
+	Ops                 int64    `json:"ops"`
+	PeakLiveBytes       uint64   `json:"peak_live_bytes"`
+	PeakReservedBytes   uint64   `json:"peak_reserved_bytes"`
+	ReservedOverLive    float64  `json:"reserved_over_live"`
+	MinCapacityBytes    *uint64  `json:"min_capacity_bytes"`     // null: not measured or not found
+	MinCapacityOverLive *float64 `json:"min_capacity_over_live"` // null likewise
+	DeviceCalls         uint64   `json:"device_calls"`
+	NsPerOpP50          int64    `json:"ns_per_op_p50"`
+	NsPerOpP99          int64    `json:"ns_per_op_p99"`
+	LeakedBytes         uint64   `json:"leaked_bytes"`
+}
+
+func jsonOf(r *replay.Report) Record {
+	rec := Record{
+		Trace: r.Trace, Policy: r.Policy, Ops: r.Ops,
+		PeakLiveBytes: r.PeakLiveBytes, PeakReservedBytes: r.PeakReservedBytes,
+		ReservedOverLive: round4(r.ReservedOverLive()),
+		DeviceCalls:      r.DeviceCalls.Total(),
+		LeakedBytes:      r.LeakedBytes,
+	}
+	if r.Latency != nil {
+		rec.NsPerOpP50, rec.NsPerOpP99 = r.Latency.P50, r.Latency.P99
+	}
+	if r.MinCapacity != nil && r.MinCapacity.Found {
+		b, ratio := r.MinCapacity.Bytes, round4(r.MinCapacityOverLive())
+		rec.MinCapacityBytes, rec.MinCapacityOverLive = &b, &ratio
+	}
+	return rec
+}
+
+func round4(x float64) float64 { return float64(int64(x*10000+0.5)) / 10000 }
+
+func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "TRACE\tPOLICY\tOPS\tPEAK LIVE\tPEAK RESERVED\tRES/LIVE\tMIN CAPACITY\tMIN/LIVE\tDRIVER CALLS\tNS/OP P50\tP99\tLEAKED\t")
+	for _, r := range reports {
+		minc, ratio := "-", "-"
+		switch {
+		case r.OOM != nil:
+			minc, ratio = "did not fit", "-"
+		case r.MinCapacity != nil && r.MinCapacity.Found:
+			minc, ratio = replay.FormatBytes(r.MinCapacity.Bytes), fmt.Sprintf("%.3f", r.MinCapacityOverLive())
+		case r.MinCapacity != nil:
+			minc = "not found"
+		}
+		p50, p99 := "-", "-"
+		if r.Latency != nil {
+			p50, p99 = fmt.Sprint(r.Latency.P50), fmt.Sprint(r.Latency.P99)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%d\t%s\t%s\t%s\t\n",
+			r.Trace, r.Policy, r.Ops, replay.FormatBytes(r.PeakLiveBytes), replay.FormatBytes(r.PeakReservedBytes),
+			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, replay.FormatBytes(r.LeakedBytes))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\non the %s; ns/op is host time per allocate or free", devLabel)
+	if len(reports) > 0 && reports[0].Latency != nil {
+		fmt.Fprintf(w, " (timer overhead of %d ns subtracted)", reports[0].Latency.TimerOverhead)
+	}
+	fmt.Fprintln(w)
+	if minCap && len(reports) > 0 {
+		res := replay.Resolution(reports[0].PeakLiveBytes)
+		fmt.Fprintf(w, "min capacity: smallest allocator cap that completed, bisected to 0.1%% of live or 2 MiB (%s for the first row)\n", replay.FormatBytes(res))
+	}
+}
+
+type notes struct {
+	lines []string
+	ooms  int
+}
+
+// notesOf lists what the table does not show: skipped records, unknown
+// frees, reused pointers, out-of-memory stops, bisections without an answer.
+func notesOf(reports []*replay.Report) notes {
+	var n notes
+	for _, r := range reports {
+		who := r.Trace + " " + r.Policy
+		if r.OOM != nil {
+			n.ooms++
+			n.lines = append(n.lines, fmt.Sprintf("%s: ran out of memory at record %d (%s); the replay stopped there", who, r.OOM.Record, replay.FormatBytes(r.OOM.Size)))
+		}
+		if r.SkippedFailures > 0 {
+			n.lines = append(n.lines, fmt.Sprintf("%s: skipped %d allocate failure records", who, r.SkippedFailures))
+		}
+		if r.UnknownFrees > 0 {
+			n.lines = append(n.lines, fmt.Sprintf("%s: %d frees of pointers not allocated in the trace were skipped", who, r.UnknownFrees))
+		}
+		if r.ReusedPointers > 0 {
+			n.lines = append(n.lines, fmt.Sprintf("%s: %d allocations reused a pointer still live (the earlier allocation counts as leaked)", who, r.ReusedPointers))
+		}
+		if r.MinCapacity != nil && !r.MinCapacity.Found {
+			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, replay.FormatBytes(r.MinCapacity.Bytes)))
+		}
+	}
+	return n
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,251 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vramhq/vram/alloc"
+	"github.com/vramhq/vram/alloc/sim"
+	"github.com/vramhq/vram/trace/rmm"
+)
+
+// Options tune one pass.
+type Options struct {
+	// Time measures the host time of every Malloc and Free (see the
+	// package documentation). Off, Result.Latency is nil.
+	Time bool
+	// Progress, if set, is called with the number of records read every
+	// ProgressEvery records, from the replaying goroutine.
+	Progress func(records int64)
+}
+
+// ProgressEvery is how many records pass between calls of Options.Progress.
+const ProgressEvery = 1 << 16
+
+// Result is what one pass measured.
+type Result struct {
+	Records int64 // records read
+	Ops     int64 // Malloc and Free calls made (Allocs + Frees)
+	Allocs  int64
+	Frees   int64
+	// SkippedFailures counts "allocate failure" records.
+	SkippedFailures int64
+	// UnknownFrees counts frees of trace pointers that were not live.
+	UnknownFrees int64
+	// ReusedPointers counts allocations of a trace pointer that was still
+	// live; the earlier allocation is then never freed (it is leaked).
+	ReusedPointers int64
+
+	PeakLiveBytes     uint64 // most requested bytes live at once
+	PeakReservedBytes uint64 // the allocator's reserved_bytes peak
+	// LeakedBytes and LeakedAllocs are what was live when the trace ended.
+	LeakedBytes  uint64
+	LeakedAllocs int64
+
+	DeviceCalls DeviceCalls
+	// Latency is nil unless Options.Time was set.
+	Latency *Latency
+	// OOM is set when the trace did not fit: the pass stopped there.
+	OOM *OOM
+	// Stats are the allocator's statistics when the trace ended.
+	Stats alloc.Stats
+}
+
+// ReservedOverLive is the memory ratio, peak reserved over peak live
+// bytes (0 for a trace that allocated nothing).
+func (r *Result) ReservedOverLive() float64 {
+	if r.PeakLiveBytes == 0 {
+		return 0
+	}
+	return float64(r.PeakReservedBytes) / float64(r.PeakLiveBytes)
+}
+
+// DeviceCalls counts the calls that obtained or gave back device memory
+// during the trace (not the teardown after it).
+type DeviceCalls struct {
+	Malloc, Free uint64
+	// VMM counts the virtual-memory calls (reserve, create, map, set
+	// access, unmap, release, free address); only the simulated device
+	// reports them.
+	VMM uint64
+	// FromDevice says the counts are the simulated device's; otherwise
+	// they are the allocator's num_device_alloc and num_device_free.
+	FromDevice bool
+}
+
+// Total is Malloc + Free + VMM.
+func (c DeviceCalls) Total() uint64 { return c.Malloc + c.Free + c.VMM }
+
+// OOM describes where a trace ran out of memory.
+type OOM struct {
+	Record int64  // 1-based index of the allocate record that failed
+	Size   uint64 // its size
+	Err    error  // the allocator's *alloc.OutOfMemoryError
+}
+
+func (o *OOM) Error() string {
+	return fmt.Sprintf("out of memory at record %d (%d bytes): %v", o.Record, o.Size, o.Err)
+}
+
+// callCounter is implemented by the simulated device.
+type callCounter interface{ Calls() sim.Calls }
+
+// live is one allocation of the trace that is allocated and not yet freed.
+type live struct {
+	ptr  uint64 // the allocator's pointer
+	size uint64 // requested size
+}
+
+// Replay runs one pass of src through a new allocator with configuration
+// cfg over dev (see the package documentation). It returns an error for a
+// malformed trace, a device failure other than running out of memory, or a
+// failure to give the memory back afterwards; running out of memory is a
+// result (Result.OOM), not an error.
+func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Result, error) {
+	a, err := alloc.New(dev, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	cc, fromDevice := dev.(callCounter)
+	var before sim.Calls
+	if fromDevice {
+		before = cc.Calls()
+	}
+	res := &Result{}
+	var (
+		lives    = make(map[uint64]live)
+		orphans  []live // allocations whose trace pointer was reused
+		streams  = map[uint64]alloc.Stream{0: 0}
+		liveNow  uint64
+		hist     *histogram
+		overhead int64
+	)
+	if opt.Time {
+		hist = new(histogram)
+		overhead = calibrateTimer()
+	}
+	streamOf := func(s uint64) alloc.Stream {
+		if st, ok := streams[s]; ok {
+			return st
+		}
+		st := alloc.Stream(len(streams))
+		streams[s] = st
+		return st
+	}
+	runErr := func() error {
+		for {
+			rec, err := src.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			res.Records++
+			if opt.Progress != nil && res.Records%ProgressEvery == 0 {
+				opt.Progress(res.Records)
+			}
+			switch rec.Action {
+			case rmm.AllocateFailure:
+				res.SkippedFailures++
+			case rmm.Allocate:
+				s := streamOf(rec.Stream)
+				var ptr uint64
+				if hist != nil {
+					t0 := time.Now()
+					ptr, err = a.Malloc(rec.Size, s)
+					hist.add(int64(time.Since(t0)) - overhead)
+				} else {
+					ptr, err = a.Malloc(rec.Size, s)
+				}
+				if err != nil {
+					if errors.Is(err, alloc.ErrOutOfMemory) {
+						res.OOM = &OOM{Record: res.Records, Size: rec.Size, Err: err}
+						return nil
+					}
+					return fmt.Errorf("record %d: allocate %d bytes: %w", res.Records, rec.Size, err)
+				}
+				res.Ops++
+				res.Allocs++
+				if old, ok := lives[rec.Pointer]; ok {
+					res.ReusedPointers++
+					orphans = append(orphans, old)
+				}
+				lives[rec.Pointer] = live{ptr: ptr, size: rec.Size}
+				liveNow += rec.Size
+				res.PeakLiveBytes = max(res.PeakLiveBytes, liveNow)
+			case rmm.Free:
+				l, ok := lives[rec.Pointer]
+				if !ok {
+					res.UnknownFrees++
+					continue
+				}
+				delete(lives, rec.Pointer)
+				if hist != nil {
+					t0 := time.Now()
+					err = a.Free(l.ptr)
+					hist.add(int64(time.Since(t0)) - overhead)
+				} else {
+					err = a.Free(l.ptr)
+				}
+				if err != nil {
+					return fmt.Errorf("record %d: free: %w", res.Records, err)
+				}
+				res.Ops++
+				res.Frees++
+				liveNow -= l.size
+			default:
+				return fmt.Errorf("record %d: unknown action %d", res.Records, rec.Action)
+			}
+		}
+	}()
+
+	// Measure at the end of the trace, then give everything back.
+	res.Stats = a.Stats()
+	res.PeakReservedBytes = uint64(res.Stats.ReservedBytes.All.Peak)
+	res.LeakedBytes = liveNow
+	res.LeakedAllocs = int64(len(lives) + len(orphans))
+	if fromDevice {
+		c := cc.Calls()
+		res.DeviceCalls = DeviceCalls{
+			Malloc: c.Malloc - before.Malloc,
+			Free:   c.Free - before.Free,
+			VMM: c.AddressReserve + c.AddressFree + c.MemCreate + c.MemRelease + c.MemMap + c.MemSetAccess + c.MemUnmap -
+				(before.AddressReserve + before.AddressFree + before.MemCreate + before.MemRelease + before.MemMap + before.MemSetAccess + before.MemUnmap),
+			FromDevice: true,
+		}
+	} else {
+		res.DeviceCalls = DeviceCalls{Malloc: uint64(res.Stats.NumDeviceAlloc), Free: uint64(res.Stats.NumDeviceFree)}
+	}
+	if hist != nil {
+		res.Latency = hist.latency(overhead)
+	}
+	if err := teardown(a, lives, orphans); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	return res, nil
+}
+
+// teardown frees what the trace left live and closes the allocator, which
+// returns every segment to the device.
+func teardown(a *alloc.Allocator, lives map[uint64]live, orphans []live) error {
+	for _, l := range lives {
+		if err := a.Free(l.ptr); err != nil {
+			return fmt.Errorf("replay: free after the trace: %w", err)
+		}
+	}
+	for _, l := range orphans {
+		if err := a.Free(l.ptr); err != nil {
+			return fmt.Errorf("replay: free after the trace: %w", err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		return fmt.Errorf("replay: close the allocator: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package replay
+
+import (
+	"fmt"
+)
+
+// MeasureOptions say how Measure runs.
+type MeasureOptions struct {
+	// Device returns the device of each pass (required).
+	Device DeviceFunc
+	// MinCapacity runs the bisection after the first pass.
+	MinCapacity bool
+	// Time adds a second pass without a cap that measures host time per
+	// operation (Report.Latency); the other figures come from the first.
+	Time bool
+	// Progress, if set, receives one line per step of long work.
+	Progress func(msg string)
+}
+
+// Report is what Measure found for one trace under one policy.
+type Report struct {
+	Trace  string
+	Policy string
+	*Result
+	// MinCapacity is nil when it was not measured: not asked for, the
+	// trace did not fit the device, or it allocates nothing.
+	MinCapacity *MinCapacityResult
+}
+
+// MinCapacityOverLive is the smallest capacity over the live peak (0 when
+// not measured or not found).
+func (r *Report) MinCapacityOverLive() float64 {
+	if r.MinCapacity == nil || !r.MinCapacity.Found || r.PeakLiveBytes == 0 {
+		return 0
+	}
+	return float64(r.MinCapacity.Bytes) / float64(r.PeakLiveBytes)
+}
+
+// Measure replays t under policy p: one pass without a cap, a second one
+// timed if asked (so that the timed pass runs warm: the first pass of a
+// process pays for page faults and heap growth), then, if asked and the
+// trace fits, the bisection for the smallest capacity. A file is streamed in
+// the first pass; when the bisection follows, that pass also keeps the
+// Compact copy that the later passes replay (and that later calls of Measure
+// on t reuse); without the bisection, each pass opens and streams the file
+// again, so memory stays constant whatever the trace's length.
+func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
+	cfg, err := p.Config()
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		if opt.Progress != nil {
+			opt.Progress(fmt.Sprintf("%s %s: ", t.Name, p.Name) + fmt.Sprintf(format, args...))
+		}
+	}
+	pass := func(keep, timed bool) (*Result, *Compact, error) {
+		src, closeSrc, comp, err := t.source(keep)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer closeSrc()
+		dev, err := opt.Device()
+		if err != nil {
+			return nil, nil, err
+		}
+		ropt := Options{Time: timed}
+		if opt.Progress != nil {
+			ropt.Progress = func(n int64) { say("%d records", n) }
+		}
+		res, err := Replay(src, dev, cfg, ropt)
+		return res, comp, err
+	}
+	say("replaying")
+	res, comp, err := pass(opt.MinCapacity, false)
+	if err != nil {
+		return nil, err
+	}
+	if res.OOM == nil && comp != nil {
+		t.compact = comp
+	}
+	if opt.Time {
+		say("replaying again, timed")
+		timed, _, err := pass(false, true)
+		if err != nil {
+			return nil, err
+		}
+		res.Latency = timed.Latency
+	}
+	rep := &Report{Trace: t.Name, Policy: p.Name, Result: res}
+	if !opt.MinCapacity || res.OOM != nil || res.PeakLiveBytes == 0 {
+		return rep, nil
+	}
+	open := func() (Source, func(), error) {
+		s, done, _, err := t.source(false)
+		return s, done, err
+	}
+	say("bisecting the smallest capacity between %s and %s", FormatBytes(res.PeakLiveBytes), FormatBytes(res.PeakReservedBytes))
+	mc, err := MinCapacity(open, opt.Device, cfg, res.PeakLiveBytes, res.PeakReservedBytes, func(s Step) {
+		verdict := "out of memory"
+		if s.Complete {
+			verdict = "completes"
+		}
+		say("bisection pass %d: cap %s %s", s.Pass, FormatBytes(s.Cap), verdict)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", t.Name, p.Name, err)
+	}
+	rep.MinCapacity = &mc
+	return rep, nil
+}
+
+// FormatBytes renders a size with a binary unit and three significant
+// figures or so: 512 B, 1.5 KiB, 4971 MiB, 10.6 GiB.
+func FormatBytes(b uint64) string {
+	const (
+		kib = 1 << 10
+		mib = 1 << 20
+		gib = 1 << 30
+	)
+	switch {
+	case b >= 100*gib:
+		return fmt.Sprintf("%.0f GiB", float64(b)/gib)
+	case b >= 10*gib:
+		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
+	case b >= mib:
+		return fmt.Sprintf("%.0f MiB", float64(b)/mib)
+	case b >= kib:
+		return fmt.Sprintf("%.1f KiB", float64(b)/kib)
+	}
+	return fmt.Sprintf("%d B", b)
+}

@@ -1,0 +1,243 @@
+package replay
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/vramhq/vram/alloc"
+	"github.com/vramhq/vram/trace/rmm"
+	"github.com/vramhq/vram/trace/synth"
+	"github.com/vramhq/vram/trace/torchsnap"
+)
+
+// Trace is a trace to replay: a file streamed from disk, or records held in
+// memory (generated, or converted from a PyTorch snapshot). Measure keeps a
+// Compact copy of a file after its first complete pass, for the passes
+// that follow.
+type Trace struct {
+	Name string
+	// open streams the file from its start; nil when recs holds the trace.
+	open    func() (Source, io.Closer, error)
+	recs    []rmm.Record
+	compact *Compact
+}
+
+// FromRecords returns a Trace over records held in memory.
+func FromRecords(name string, recs []rmm.Record) *Trace { return &Trace{Name: name, recs: recs} }
+
+// FromFile returns a Trace that streams the RMM log at path (plain or gzip)
+// on each pass until Measure has a compact copy. It does not check that the
+// file exists; the first pass does.
+func FromFile(name, path string) *Trace {
+	return &Trace{Name: name, open: func() (Source, io.Closer, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rmm.NewReader(f), f, nil
+	}}
+}
+
+// source returns a Source over the whole trace and a function that closes
+// it. With keep set and no compact copy yet, it also returns the Compact
+// being filled.
+func (t *Trace) source(keep bool) (Source, func(), *Compact, error) {
+	switch {
+	case t.compact != nil:
+		return t.compact.Source(), func() {}, nil, nil
+	case t.open == nil:
+		return Records(t.recs), func() {}, nil, nil
+	}
+	src, c, err := t.open()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	closer := func() { c.Close() }
+	if !keep {
+		return src, closer, nil, nil
+	}
+	comp := new(Compact)
+	return Tee(src, comp), closer, comp, nil
+}
+
+// SynthSyntax documents the synthetic trace specs that Open reads.
+const SynthSyntax = `synth:KIND[:KEY=VALUE,...], KIND one of
+  random     seed, allocations, min, max (sizes), maxlive, maxlivebytes (size), p (allocate probability)
+  batchwalk  seed, start, end (batch sizes), steps, layers, activation, weights, workspace (sizes)
+  kvcache    seed, sequences, concurrent, tokensperblock, block (size), promptmin, promptmax,
+             outputmin, outputmax (tokens), scratch, weights (sizes)
+sizes take units (512MiB, 1.5GiB); unset keys take the generator's defaults (see trace/synth).`
+
+// Open reads a trace spec: "synth:..." (SynthSyntax), or the path of an RMM
+// log (plain or gzip) or of a PyTorch memory snapshot pickle (plain or gzip,
+// pickle protocol 2 or later), told apart by their content. A snapshot
+// gives one Trace per device with a recorded history. A log is streamed, not
+// read here: Open only checks that it can be opened and what it holds.
+func Open(spec string) ([]*Trace, error) {
+	if rest, ok := strings.CutPrefix(spec, "synth:"); ok {
+		recs, err := generate(rest)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec, err)
+		}
+		return []*Trace{FromRecords(spec, recs)}, nil
+	}
+	f, err := os.Open(spec)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory, not a trace", spec)
+	}
+	br := bufio.NewReader(f)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec, err)
+		}
+		r = bufio.NewReader(zr)
+	}
+	name := traceName(spec)
+	first, err := r.(*bufio.Reader).Peek(1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	if len(first) == 1 && first[0] == 0x80 { // pickle PROTO opcode
+		return openSnapshot(spec, name, r)
+	}
+	return []*Trace{FromFile(name, spec)}, nil
+}
+
+func openSnapshot(spec, name string, r io.Reader) ([]*Trace, error) {
+	snap, err := torchsnap.Decode(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	var out []*Trace
+	withHistory := 0
+	for _, tr := range snap.DeviceTraces {
+		if len(tr) > 0 {
+			withHistory++
+		}
+	}
+	for dev, tr := range snap.DeviceTraces {
+		if len(tr) == 0 {
+			continue
+		}
+		recs, _ := torchsnap.ToRecords(tr)
+		n := name
+		if withHistory > 1 {
+			n = fmt.Sprintf("%s@dev%d", name, dev)
+		}
+		out = append(out, FromRecords(n, recs))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: the snapshot has no allocation history (record it with torch.cuda.memory._record_memory_history)", spec)
+	}
+	return out, nil
+}
+
+// traceName is the file's base name without the extensions of traces.
+func traceName(path string) string {
+	n := filepath.Base(path)
+	n = strings.TrimSuffix(n, ".gz")
+	for _, ext := range []string{".csv", ".log", ".pickle", ".pkl"} {
+		n = strings.TrimSuffix(n, ext)
+	}
+	return n
+}
+
+// generate runs the generator named by spec (SynthSyntax without "synth:").
+func generate(spec string) ([]rmm.Record, error) {
+	kind, params, _ := strings.Cut(spec, ":")
+	var (
+		set map[string]func(string) error
+		gen func() ([]rmm.Record, error)
+	)
+	switch kind {
+	case "random":
+		var c synth.RandomConfig
+		set = map[string]func(string) error{
+			"seed": u64Var(&c.Seed), "allocations": intVar(&c.Allocations),
+			"min": sizeVar(&c.MinSize), "max": sizeVar(&c.MaxSize),
+			"maxlive": intVar(&c.MaxLive), "maxlivebytes": sizeVar(&c.MaxLiveBytes),
+			"p": floatVar(&c.AllocProbability),
+		}
+		gen = func() ([]rmm.Record, error) { return synth.Random(c) }
+	case "batchwalk":
+		var c synth.BatchWalkConfig
+		set = map[string]func(string) error{
+			"seed": u64Var(&c.Seed), "start": intVar(&c.StartBatch), "end": intVar(&c.EndBatch),
+			"steps": intVar(&c.StepsPerBatch), "layers": intVar(&c.Layers),
+			"activation": sizeVar(&c.ActivationBytesPerSample), "weights": sizeVar(&c.WeightBytes),
+			"workspace": sizeVar(&c.WorkspaceBytes),
+		}
+		gen = func() ([]rmm.Record, error) { return synth.BatchWalk(c) }
+	case "kvcache":
+		var c synth.KVCacheConfig
+		set = map[string]func(string) error{
+			"seed": u64Var(&c.Seed), "sequences": intVar(&c.Sequences), "concurrent": intVar(&c.MaxConcurrent),
+			"tokensperblock": intVar(&c.TokensPerBlock), "block": sizeVar(&c.BlockBytes),
+			"promptmin": intVar(&c.MinPromptTokens), "promptmax": intVar(&c.MaxPromptTokens),
+			"outputmin": intVar(&c.MinOutputTokens), "outputmax": intVar(&c.MaxOutputTokens),
+			"scratch": sizeVar(&c.ScratchBytesPerSequence), "weights": sizeVar(&c.WeightBytes),
+		}
+		gen = func() ([]rmm.Record, error) { return synth.KVCache(c) }
+	default:
+		return nil, fmt.Errorf("unknown generator %q (known: random, batchwalk, kvcache)", kind)
+	}
+	if params != "" {
+		for _, kv := range strings.Split(params, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, fmt.Errorf("%q: want KEY=VALUE", kv)
+			}
+			f, known := set[k]
+			if !known {
+				return nil, fmt.Errorf("unknown key %q for %s", k, kind)
+			}
+			if err := f(v); err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+		}
+	}
+	return gen()
+}
+
+func u64Var(p *uint64) func(string) error {
+	return func(s string) (err error) { *p, err = strconv.ParseUint(s, 10, 64); return unwrapNum(err) }
+}
+
+func intVar(p *int) func(string) error {
+	return func(s string) error {
+		v, err := strconv.Atoi(s)
+		*p = v
+		return unwrapNum(err)
+	}
+}
+
+func floatVar(p *float64) func(string) error {
+	return func(s string) (err error) { *p, err = strconv.ParseFloat(s, 64); return unwrapNum(err) }
+}
+
+func sizeVar(p *uint64) func(string) error {
+	return func(s string) (err error) { *p, err = alloc.ParseSize(s); return err }
+}
+
+// unwrapNum turns strconv's `strconv.Atoi: parsing "x": invalid syntax`
+// into `"x": invalid syntax`.
+func unwrapNum(err error) error {
+	var ne *strconv.NumError
+	if errors.As(err, &ne) {
+		return fmt.Errorf("%q: %w", ne.Num, ne.Err)
+	}
+	return err
+}
