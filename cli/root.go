@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/cli/monitor"
+	"github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cli/top"
 )
 
@@ -63,6 +64,7 @@ var commands = []func() *cobra.Command{
 	monitor.NewCmdStatus,
 	monitor.NewCmdWatch,
 	top.NewCmd,
+	replay.NewCmd,
 }
 
 // Main runs vram with args and returns the process exit code.
