@@ -33,7 +33,7 @@ const (
 type blockState uint8
 
 const (
-	stateFree      blockState = iota // in its pool's tree, reusable
+	stateFree      blockState = iota // in its pool's free index, reusable
 	stateAllocated                   // handed out, in the live map
 	statePending                     // freed, waiting on events of other streams
 )
@@ -357,7 +357,7 @@ func (a *Allocator) recycle(b *block) {
 	a.spare = append(a.spare, b)
 }
 
-// allocFoundLocked hands out b (not in any tree) for a request of req bytes
+// allocFoundLocked hands out b (not in any free index) for a request of req bytes
 // rounded to size, splitting off the rest when worth it.
 func (a *Allocator) allocFoundLocked(b *block, size, req uint64, stack *callStack) {
 	p := b.seg.pool
