@@ -1,7 +1,7 @@
 /* The driver floor measured natively, to run side by side with
  * BenchmarkGPUMemAllocFree and BenchmarkGPUCallOverhead (docs/cuda.md):
  * each call is timed on its own with clock_gettime, after a warm-up.
- *   nvcc -O2 -x c floor.c -lcuda -o floor && ./floor 3000 1000000 */
+ *   gcc -O2 -I<toolkit>/include floor.c <path of libcuda.so.1> -o floor && ./floor 3000 1000000 */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>

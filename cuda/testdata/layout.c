@@ -1,6 +1,6 @@
 /* Prints the sizes and offsets of the cuda.h structs that package cuda
  * mirrors, in the format of layout_*.txt. Build it against a toolkit's
- * header, e.g. nvcc -x c layout.c -o layout && ./layout > layout_cudaNN.txt */
+ * header, e.g. gcc -I<toolkit>/include layout.c -o layout && ./layout > layout_cudaNN.txt */
 #include <stddef.h>
 #include <stdio.h>
 #include <cuda.h>
