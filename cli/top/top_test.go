@@ -1,0 +1,172 @@
+package top
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramhq/vram/gpu"
+)
+
+func TestValidate(t *testing.T) {
+	ok := Options{Interval: time.Second, Window: 5 * time.Minute, IdleWindow: 30 * time.Second, Width: 120, Height: 40}
+	tests := []struct {
+		name    string
+		mod     func(o *Options)
+		samples int
+		err     string
+	}{
+		{name: "defaults", mod: func(*Options) {}, samples: 300},
+		{name: "fast", mod: func(o *Options) { o.Interval = 10 * time.Millisecond }, samples: maxWindowSamples},
+		{name: "short window", mod: func(o *Options) { o.Window = 3 * time.Second }, samples: minWindowSamples},
+		{name: "interval too short", mod: func(o *Options) { o.Interval = time.Millisecond }, err: "--interval 1ms out of range"},
+		{name: "interval too long", mod: func(o *Options) { o.Interval = 2 * time.Hour; o.Window = 3 * time.Hour }, err: "--interval 2h0m0s out of range"},
+		{name: "window below interval", mod: func(o *Options) { o.Window = time.Millisecond * 500 }, err: "--window 500ms is shorter"},
+		{name: "negative simulate", mod: func(o *Options) { o.Simulate = -1 }, err: "--simulate -1"},
+		{name: "too many simulated", mod: func(o *Options) { o.Simulate = 65 }, err: "--simulate 65"},
+		{name: "idle window", mod: func(o *Options) { o.IdleWindow = 0 }, err: "--idle-window 0s"},
+		{name: "negative frame", mod: func(o *Options) { o.Frame = -2 }, err: "--frame -2"},
+		{name: "tiny frame", mod: func(o *Options) { o.Frame = 1; o.Width = 20 }, err: "a frame needs at least 60x12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := ok
+			tt.mod(&o)
+			n, err := o.validate()
+			if tt.err != "" {
+				var u usageError
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &u) {
+					t.Errorf("error %v, want a usage error containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || n != tt.samples {
+				t.Errorf("got %d samples, %v; want %d", n, err, tt.samples)
+			}
+		})
+	}
+}
+
+func testEnv(vars map[string]string) env {
+	return env{
+		openHost: func() (gpu.Host, error) { return nil, errors.New("no real host in tests") },
+		procRoot: "/nonexistent",
+		getenv:   func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+		hostname: func() (string, error) { return "testhost", nil },
+		now:      func() time.Time { return t0 },
+	}
+}
+
+func TestOpenNoDriver(t *testing.T) {
+	e := testEnv(nil)
+	e.openHost = func() (gpu.Host, error) {
+		return nil, fmt.Errorf("NVML library libnvidia-ml.so.1 not found: no NVIDIA driver on this host (%w)", gpu.ErrNoDriver)
+	}
+	_, err := open(&Options{IdleWindow: time.Second}, e)
+	if err == nil || !gpu.IsNoDriver(err) || !strings.Contains(err.Error(), "libnvidia-ml.so.1 not found") || !strings.Contains(err.Error(), "--simulate N") {
+		t.Errorf("no-driver error: %v", err)
+	}
+	e.openHost = func() (gpu.Host, error) { return nil, errors.New("nvmlInit: ERROR_UNKNOWN") }
+	if _, err := open(&Options{IdleWindow: time.Second}, e); err == nil || !strings.Contains(err.Error(), "ERROR_UNKNOWN") {
+		t.Errorf("other open error: %v", err)
+	}
+}
+
+func TestOpenSelectsGPUs(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		vars map[string]string
+		want []int
+		note string
+		err  string
+	}{
+		{name: "all by default", o: Options{Simulate: 4}, want: []int{0, 1, 2, 3}},
+		{name: "CUDA_VISIBLE_DEVICES", o: Options{Simulate: 4}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{1, 3}, note: "showing GPUs 3,1 of 4 (CUDA_VISIBLE_DEVICES=3,1); --all-gpus shows all"},
+		{name: "--all-gpus ignores it", o: Options{Simulate: 4, AllGPUs: true}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{0, 1, 2, 3}},
+		{name: "--gpu wins", o: Options{Simulate: 4, GPUs: []int{2}}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{2}, note: "(--gpu)"},
+		{name: "--gpu out of range", o: Options{Simulate: 2, GPUs: []int{5}}, err: "--gpu 5: this host has 2 GPUs (0-1)"},
+		{name: "none visible", o: Options{Simulate: 2}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": ""}, err: "CUDA_VISIBLE_DEVICES= selects no GPU"},
+		{name: "bad entry warns", o: Options{Simulate: 2}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "1,7"}, want: []int{1}, note: "no device with index 7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.IdleWindow = 30 * time.Second
+			src, err := open(&tt.o, testEnv(tt.vars))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.host.Close()
+			var got []int
+			for _, id := range src.sampler.Devices() {
+				got = append(got, id.Index)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("GPUs %v, want %v", got, tt.want)
+			}
+			if !strings.Contains(src.note, tt.note) {
+				t.Errorf("note %q, want it to contain %q", src.note, tt.note)
+			}
+			if src.name != "simulated" || src.signal == nil || src.procs == nil {
+				t.Errorf("simulated source incomplete: %+v", src)
+			}
+		})
+	}
+}
+
+func TestRenderFrame(t *testing.T) {
+	o := &Options{Simulate: 2, Seed: 1, IdleWindow: 30 * time.Second}
+	now := t0
+	e := testEnv(nil)
+	e.now = func() time.Time { return now }
+	src, err := open(o, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Config{Interval: time.Second, Window: 30, Hostname: src.name, Note: src.note}, src.sampler.Sample)
+	frame, err := renderFrame(context.Background(), m, 20, 100, 30, func(d time.Duration) { now = now.Add(d) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFrame(t, frame, 100, 30)
+	if !strings.Contains(frame, "SIMULATED seed 1") || !strings.Contains(frame, "12:00:19") || !strings.Contains(frame, "window 30s") {
+		t.Errorf("frame after 20 samples:\n%s", frame)
+	}
+	failing := New(Config{Interval: time.Second}, func() (*gpu.Snapshot, error) { return nil, errors.New("GPU is lost") })
+	if _, err := renderFrame(context.Background(), failing, 3, 100, 30, func(time.Duration) {}); err == nil || !strings.Contains(err.Error(), "GPU is lost") {
+		t.Errorf("a frame with no sample: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := renderFrame(ctx, m, 3, 100, 30, func(time.Duration) {}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+func TestCommandFrame(t *testing.T) {
+	cmd := NewCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--simulate", "1", "--frame", "3", "--interval", "10ms", "--width", "90", "--height", "20", "--readonly"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if strings.Contains(s, "\x1b[") {
+		t.Error("a frame written to a file carries colour escapes")
+	}
+	if !strings.Contains(s, "SIMULATED") || !strings.Contains(s, "read-only") {
+		t.Errorf("frame:\n%s", s)
+	}
+	checkFrame(t, strings.TrimSuffix(s, "\n"), 90, 20)
+}
