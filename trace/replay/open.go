@@ -82,7 +82,11 @@ sizes take units (512MiB, 1.5GiB); unset keys take the generator's defaults (see
 // read here: Open only checks that it can be opened and what it holds.
 func Open(spec string) ([]*Trace, error) {
 	if rest, ok := strings.CutPrefix(spec, "synth:"); ok {
-		recs, err := generate(rest)
+		gen, err := parseSynth(rest)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec, err)
+		}
+		recs, err := gen()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", spec, err)
 		}
@@ -155,8 +159,9 @@ func traceName(path string) string {
 	return n
 }
 
-// generate runs the generator named by spec (SynthSyntax without "synth:").
-func generate(spec string) ([]rmm.Record, error) {
+// parseSynth reads a generator spec (SynthSyntax without "synth:") and
+// returns the generator, configured, without running it.
+func parseSynth(spec string) (func() ([]rmm.Record, error), error) {
 	kind, params, _ := strings.Cut(spec, ":")
 	var (
 		set map[string]func(string) error
@@ -209,7 +214,7 @@ func generate(spec string) ([]rmm.Record, error) {
 			}
 		}
 	}
-	return gen()
+	return gen, nil
 }
 
 func u64Var(p *uint64) func(string) error {
