@@ -14,8 +14,12 @@ import (
 
 const mib = 1 << 20
 
-func alloc_(ptr, size uint64) rmm.Record { return rmm.Record{Action: rmm.Allocate, Pointer: ptr, Size: size} }
-func free_(ptr, size uint64) rmm.Record  { return rmm.Record{Action: rmm.Free, Pointer: ptr, Size: size} }
+func alloc_(ptr, size uint64) rmm.Record {
+	return rmm.Record{Action: rmm.Allocate, Pointer: ptr, Size: size}
+}
+func free_(ptr, size uint64) rmm.Record {
+	return rmm.Record{Action: rmm.Free, Pointer: ptr, Size: size}
+}
 func onStream(r rmm.Record, s uint64) rmm.Record {
 	r.Stream = s
 	return r
