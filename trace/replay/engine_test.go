@@ -14,10 +14,10 @@ import (
 
 const mib = 1 << 20
 
-func alloc_(ptr, size uint64) rmm.Record {
+func allocRec(ptr, size uint64) rmm.Record {
 	return rmm.Record{Action: rmm.Allocate, Pointer: ptr, Size: size}
 }
-func free_(ptr, size uint64) rmm.Record {
+func freeRec(ptr, size uint64) rmm.Record {
 	return rmm.Record{Action: rmm.Free, Pointer: ptr, Size: size}
 }
 func onStream(r rmm.Record, s uint64) rmm.Record {
@@ -45,39 +45,39 @@ func TestReplayKnownAnswers(t *testing.T) {
 	}{
 		{
 			name:     "alloc and free everything",
-			recs:     []rmm.Record{alloc_(1, 100), alloc_(2, 200), free_(1, 100), alloc_(3, 50), free_(2, 200), free_(3, 50)},
+			recs:     []rmm.Record{allocRec(1, 100), allocRec(2, 200), freeRec(1, 100), allocRec(3, 50), freeRec(2, 200), freeRec(3, 50)},
 			want:     Result{Records: 6, Ops: 6, Allocs: 3, Frees: 3, PeakLiveBytes: 300},
 			reserved: 2 * mib, // one small segment
 		},
 		{
 			name:     "leak at the end",
-			recs:     []rmm.Record{alloc_(1, mib), alloc_(2, 2*mib), free_(1, mib)},
+			recs:     []rmm.Record{allocRec(1, mib), allocRec(2, 2*mib), freeRec(1, mib)},
 			want:     Result{Records: 3, Ops: 3, Allocs: 2, Frees: 1, PeakLiveBytes: 3 * mib, LeakedBytes: 2 * mib, LeakedAllocs: 1},
 			reserved: 2*mib + 20*mib, // small segment + a 20 MiB large one
 		},
 		{
 			name: "unknown frees are skipped",
-			recs: []rmm.Record{free_(9, 512), alloc_(1, 512), free_(1, 512), free_(1, 512)},
+			recs: []rmm.Record{freeRec(9, 512), allocRec(1, 512), freeRec(1, 512), freeRec(1, 512)},
 			want: Result{Records: 4, Ops: 2, Allocs: 1, Frees: 1, PeakLiveBytes: 512, UnknownFrees: 2},
 		},
 		{
 			name: "allocate failures are skipped",
-			recs: []rmm.Record{alloc_(1, 4096), failure, free_(1, 4096)},
+			recs: []rmm.Record{allocRec(1, 4096), failure, freeRec(1, 4096)},
 			want: Result{Records: 3, Ops: 2, Allocs: 1, Frees: 1, PeakLiveBytes: 4096, SkippedFailures: 1},
 		},
 		{
 			name: "a reused live pointer leaks the earlier allocation",
-			recs: []rmm.Record{alloc_(1, mib), alloc_(1, 2*mib), free_(1, 2*mib)},
+			recs: []rmm.Record{allocRec(1, mib), allocRec(1, 2*mib), freeRec(1, 2*mib)},
 			want: Result{Records: 3, Ops: 3, Allocs: 2, Frees: 1, PeakLiveBytes: 3 * mib, ReusedPointers: 1, LeakedBytes: mib, LeakedAllocs: 1},
 		},
 		{
 			name: "zero-size allocations",
-			recs: []rmm.Record{alloc_(1, 0), free_(1, 0)},
+			recs: []rmm.Record{allocRec(1, 0), freeRec(1, 0)},
 			want: Result{Records: 2, Ops: 2, Allocs: 1, Frees: 1},
 		},
 		{
 			name:     "large requests get their own segment",
-			recs:     []rmm.Record{alloc_(1, 30*mib), free_(1, 30*mib), alloc_(2, 30*mib), free_(2, 30*mib)},
+			recs:     []rmm.Record{allocRec(1, 30*mib), freeRec(1, 30*mib), allocRec(2, 30*mib), freeRec(2, 30*mib)},
 			want:     Result{Records: 4, Ops: 4, Allocs: 2, Frees: 2, PeakLiveBytes: 30 * mib},
 			reserved: 30 * mib, // the second allocation reuses the cached segment
 		},
@@ -153,8 +153,8 @@ func TestReplayFileFixture(t *testing.T) {
 }
 
 func TestReplayStreamsAreSeparatePools(t *testing.T) {
-	same := []rmm.Record{alloc_(1, mib), free_(1, mib), alloc_(2, mib), free_(2, mib)}
-	split := []rmm.Record{alloc_(1, mib), free_(1, mib), onStream(alloc_(2, mib), 0xdead), onStream(free_(2, mib), 0xdead)}
+	same := []rmm.Record{allocRec(1, mib), freeRec(1, mib), allocRec(2, mib), freeRec(2, mib)}
+	split := []rmm.Record{allocRec(1, mib), freeRec(1, mib), onStream(allocRec(2, mib), 0xdead), onStream(freeRec(2, mib), 0xdead)}
 	r1, err := Replay(Records(same), newSim(t, 1<<30), alloc.Config{}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestReplayStreamsAreSeparatePools(t *testing.T) {
 }
 
 func TestReplayOOMStopsThePass(t *testing.T) {
-	recs := []rmm.Record{alloc_(1, 40*mib), alloc_(2, 40*mib), free_(1, 40*mib)}
+	recs := []rmm.Record{allocRec(1, 40*mib), allocRec(2, 40*mib), freeRec(1, 40*mib)}
 	got, err := Replay(Records(recs), newSim(t, 64*mib), alloc.Config{}, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -23,8 +23,8 @@ var minCapCases = []struct {
 		// fits in neither free piece (6 and 8 MiB), so it needs a segment
 		// of its own: 30 MiB for 16 MiB live.
 		name: "pinned segment",
-		recs: []rmm.Record{alloc_(1, 6*mib), alloc_(2, 6*mib), free_(1, 6*mib), alloc_(3, 10*mib),
-			free_(2, 6*mib), free_(3, 10*mib)},
+		recs: []rmm.Record{allocRec(1, 6*mib), allocRec(2, 6*mib), freeRec(1, 6*mib), allocRec(3, 10*mib),
+			freeRec(2, 6*mib), freeRec(3, 10*mib)},
 		live: 16 * mib, want: 30 * mib,
 	},
 	{
@@ -32,8 +32,8 @@ var minCapCases = []struct {
 		// released and C fits: the capacity is exactly live, while the
 		// uncapped pass reserves 70 MiB.
 		name: "released cache",
-		recs: []rmm.Record{alloc_(1, 20*mib), alloc_(2, 20*mib), free_(1, 20*mib), alloc_(3, 30*mib),
-			free_(2, 20*mib), free_(3, 30*mib)},
+		recs: []rmm.Record{allocRec(1, 20*mib), allocRec(2, 20*mib), freeRec(1, 20*mib), allocRec(3, 30*mib),
+			freeRec(2, 20*mib), freeRec(3, 30*mib)},
 		live: 50 * mib, want: 50 * mib,
 	},
 }
