@@ -61,7 +61,7 @@ if command -v script >/dev/null; then
   python3 -c '
 import re, sys
 s = open("/tmp/top.typescript", "rb").read().decode("utf-8", "replace")
-s = re.sub(r"\x1b\][^\x07\x1b]*(\x07|\x1b\\\\)", "", s)
+s = re.sub(r"\x1b\][^\x07\x1b]*(\x07|\x1b\\)", "", s)
 s = re.sub(r"\x1b\[[0-9;:]*m", "", s)  # colours
 s = re.sub(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]", "\n", s)  # cursor movement
 s = re.sub(r"\x1b[()][0-9A-Za-z]|\x1b[=>78]", "", s)
