@@ -141,7 +141,11 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 
 	// Open every trace first, so that a missing file fails before hours of
 	// replay.
-	var traces []*replay.Trace
+	type named struct {
+		spec  string
+		trace *replay.Trace
+	}
+	var traces []named
 	for _, spec := range args {
 		ts, err := replay.Open(spec)
 		if err != nil {
@@ -150,7 +154,9 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 			}
 			return err
 		}
-		traces = append(traces, ts...)
+		for _, t := range ts {
+			traces = append(traces, named{spec, t})
+		}
 	}
 
 	opt := replay.MeasureOptions{Device: devFunc, MinCapacity: !f.noMinCapacity, Time: true}
@@ -161,9 +167,9 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 	var reports []*replay.Report
 	for _, t := range traces {
 		for _, p := range pols {
-			rep, err := replay.Measure(t, p, opt)
+			rep, err := replay.Measure(t.trace, p, opt)
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.Name, err)
+				return fmt.Errorf("%s: %w", t.spec, err)
 			}
 			reports = append(reports, rep)
 			if f.json {

@@ -1,0 +1,177 @@
+package replay_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vramhq/vram/alloc/cudadev"
+	"github.com/vramhq/vram/cli"
+	"github.com/vramhq/vram/cuda"
+)
+
+func vram(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli.Main(append([]string{"replay"}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestTable(t *testing.T) {
+	code, out, errs := vram("testdata/small.csv")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(out, "\n")
+	head := strings.Fields(lines[0])
+	want := []string{"TRACE", "POLICY", "OPS", "PEAK", "LIVE", "PEAK", "RESERVED", "RES/LIVE", "MIN", "CAPACITY", "MIN/LIVE", "DRIVER", "CALLS", "NS/OP", "P50", "P99", "LEAKED"}
+	if !slices.Equal(head, want) {
+		t.Errorf("header %q", lines[0])
+	}
+	row := strings.Fields(lines[1])
+	// small default 5 ops, 6 MiB live, 22 MiB reserved, 3.667, min capacity
+	// 22-23 MiB, 2 driver calls, p50, p99, 2 MiB leaked.
+	if len(row) != 16 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6MiB" ||
+		row[5]+row[6] != "22MiB" || row[7] != "3.667" || row[11] != "2" || row[14]+row[15] != "2MiB" {
+		t.Errorf("row %q", lines[1])
+	}
+	if !strings.Contains(out, "on the simulated device of 141 GiB") {
+		t.Errorf("no device line in\n%s", out)
+	}
+	// The notes go to stderr: one skipped failure, one unknown free.
+	if !strings.Contains(errs, "skipped 1 allocate failure records") || !strings.Contains(errs, "1 frees of pointers not allocated") {
+		t.Errorf("stderr %q", errs)
+	}
+}
+
+var jsonKeys = []string{"trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
+	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "ns_per_op_p50", "ns_per_op_p99", "leaked_bytes"}
+
+func TestJSONLines(t *testing.T) {
+	code, out, errs := vram("--json", "--policy", "all", "testdata/small.csv", "synth:batchwalk:end=2")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("%d lines, want 2 traces × 4 policies:\n%s", len(lines), out)
+	}
+	var policies []string
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		want := slices.Sorted(slices.Values(jsonKeys))
+		if !slices.Equal(keys, want) {
+			t.Errorf("keys %v, want %v", keys, want)
+		}
+		policies = append(policies, m["policy"].(string))
+		if m["min_capacity_bytes"] == nil {
+			t.Errorf("no min capacity in %s", l)
+		}
+	}
+	if !slices.Equal(policies[:4], []string{"default", "roundup4", "maxsplit", "gc"}) {
+		t.Errorf("policies in order %v", policies)
+	}
+	var first map[string]any
+	json.Unmarshal([]byte(lines[0]), &first)
+	const mib = 1 << 20
+	for k, v := range map[string]float64{"ops": 5, "peak_live_bytes": 6 * mib, "peak_reserved_bytes": 22 * mib, "device_calls": 2, "leaked_bytes": 2 * mib} {
+		if first[k] != v {
+			t.Errorf("%s = %v, want %v", k, first[k], v)
+		}
+	}
+	if mc := first["min_capacity_bytes"].(float64); mc < 22*mib || mc >= 24*mib {
+		t.Errorf("min_capacity_bytes %v, want in [22, 24) MiB", mc)
+	}
+}
+
+func TestJSONWithoutMinCapacity(t *testing.T) {
+	code, out, errs := vram("--json", "--no-min-capacity", "testdata/small.csv")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, `"min_capacity_bytes":null,"min_capacity_over_live":null`) {
+		t.Errorf("output %s", out)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	code, _, errs := vram("--progress", "testdata/small.csv")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"vram replay: small default: replaying", "bisection pass 1: cap 22 MiB completes"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("no %q in stderr:\n%s", want, errs)
+		}
+	}
+}
+
+func TestOutOfMemory(t *testing.T) {
+	code, out, errs := vram("--capacity", "256MiB", "synth:batchwalk")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(out, "did not fit") || !strings.Contains(errs, "ran out of memory at record") ||
+		!strings.Contains(errs, "vram: 1 of 1 replays ran out of memory on the simulated device of 256 MiB") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "name at least one trace"},
+		{[]string{"--policy", "fast", "x"}, 2, `--policy: unknown policy "fast" (known: default, roundup4, maxsplit, gc, or all)`},
+		{[]string{"--capacity", "lots", "x"}, 2, "--capacity:"},
+		{[]string{"--capacity", "0", "x"}, 2, "--capacity: must be more than 0"},
+		{[]string{"--device", "tpu", "x"}, 2, `--device: unknown device "tpu"`},
+		{[]string{"--device", "cuda", "--capacity", "1GiB", "x"}, 2, "--capacity applies to --device sim only"},
+		{[]string{"--nope", "x"}, 2, "unknown flag: --nope"},
+		{[]string{"synth:nope"}, 2, `unknown generator "nope"`},
+		{[]string{"testdata/missing.csv.gz"}, 1, "open testdata/missing.csv.gz: no such file or directory"},
+		{[]string{"testdata/bad.csv"}, 1, "testdata/bad.csv: rmm: line 3: column Size: bad size"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, out, errs := vram(tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d", code, tt.code)
+			}
+			if !strings.HasPrefix(errs, "vram: ") || !strings.Contains(errs, tt.msg) {
+				t.Errorf("stderr %q, want a line containing %q", errs, tt.msg)
+			}
+			if strings.Count(errs, "\n") != 1 || strings.Contains(errs, "goroutine") {
+				t.Errorf("stderr is not one line: %q", errs)
+			}
+			if out != "" {
+				t.Errorf("stdout %q", out)
+			}
+		})
+	}
+}
+
+func TestCUDAWithoutDriver(t *testing.T) {
+	if d, err := cudadev.Open(0); err == nil {
+		d.Close()
+		t.Skip("a CUDA device is present")
+	} else if !errors.Is(err, cuda.ErrNoDriver) {
+		t.Skipf("the driver is present but no device opens: %v", err)
+	}
+	code, _, errs := vram("--device", "cuda", "testdata/small.csv")
+	if code != 1 || !strings.Contains(errs, "--device cuda: no CUDA driver on this machine") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
