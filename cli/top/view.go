@@ -166,7 +166,7 @@ func (m Model) mainLines() []string {
 		} else {
 			lines = append(lines, "waiting for the first sample…")
 		}
-		return m.fill(lines, m.statusLine())
+		return m.fill(lines, m.statusLine(0))
 	}
 	graphH, nrows := m.layout()
 	for _, d := range m.snap.Devices {
@@ -198,7 +198,7 @@ func (m Model) mainLines() []string {
 			lines = append(lines, stFaint.Render("  no processes on the shown GPUs"))
 		}
 	}
-	return m.fill(lines, m.statusLine())
+	return m.fill(lines, m.statusLine(len(rows)))
 }
 
 // fill pads lines to the full height and puts last on the bottom line.
@@ -477,7 +477,9 @@ func flagCell(f gpu.Flags, w int) string {
 	return strings.Join(parts, ",") + strings.Repeat(" ", w-ansi.StringWidth(text))
 }
 
-func (m Model) statusLine() string {
+// statusLine is the bottom line of the main screen; shown is the number
+// of rows that pass the filter.
+func (m Model) statusLine(shown int) string {
 	right := "? help · q quit"
 	var left string
 	switch {
@@ -491,11 +493,11 @@ func (m Model) statusLine() string {
 	case m.lastErr != nil && m.snap != nil:
 		left = stRed.Render("last sample failed: " + m.lastErr.Error())
 	default:
-		n, total := len(m.rows()), 0
+		total := 0
 		if m.snap != nil {
 			total = len(m.snap.Processes)
 		}
-		left = fmt.Sprintf("sort: %s · %d/%d processes · window %s", m.sortLabel(), n, total, m.windowSpan())
+		left = fmt.Sprintf("sort: %s · %d/%d processes · window %s", m.sortLabel(), shown, total, m.windowSpan())
 		if m.filter != "" {
 			left += fmt.Sprintf(" · filter %q", m.filter)
 		}
