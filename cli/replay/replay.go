@@ -255,9 +255,8 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 		fmt.Fprintf(w, " (timer overhead of %d ns subtracted)", reports[0].Latency.TimerOverhead)
 	}
 	fmt.Fprintln(w)
-	if minCap && len(reports) > 0 {
-		res := replay.Resolution(reports[0].PeakLiveBytes)
-		fmt.Fprintf(w, "min capacity: smallest allocator cap that completed, bisected to 0.1%% of live or 2 MiB (%s for the first row)\n", replay.FormatBytes(res))
+	if minCap {
+		fmt.Fprintln(w, "min capacity: smallest allocator cap (max_bytes) under which the trace completed, bisected to 0.1% of live or 2 MiB, whichever is larger")
 	}
 }
 

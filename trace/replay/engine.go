@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 
 	"github.com/vramhq/vram/alloc"
@@ -125,6 +126,9 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 	if opt.Time {
 		hist = new(histogram)
 		overhead = calibrateTimer()
+		// Start the timed pass with a collected heap, so that a collection
+		// triggered by earlier garbage does not land in it.
+		runtime.GC()
 	}
 	streamOf := func(s uint64) alloc.Stream {
 		if st, ok := streams[s]; ok {
