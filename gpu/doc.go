@@ -75,8 +75,11 @@
 //     ipykernel), the usual holder of forgotten tensors.
 //   - FlagIdle: no GPU activity over the idle window. Where the driver
 //     supports per-process utilization (GetProcessUtilization), a process is
-//     idle when it has been alive for the whole window and no sample in the
-//     window shows SM or memory activity (IdleByUtilization). Where it does
+//     idle when the sampler has watched it for the whole window and no
+//     sample in the window shows SM or memory activity (IdleByUtilization).
+//     The driver buffers only about a second of these samples, so a one-shot
+//     vram status cannot flag idleness; vram watch and vram top can. The
+//     call costs about 1.5 ms of CPU, so it is made at most once a second. Where it does
 //     not (MIG, old drivers), the sampler falls back to history: the
 //     process's memory has not changed over a full window and the device's
 //     utilization was 0 at every sample in it (IdleByMemory). Snapshot

@@ -55,7 +55,9 @@ const (
 	IdleUnknown IdleMethod = iota
 	// IdleByUtilization: the driver's per-process utilization samples
 	// (GetProcessUtilization) showed no SM or memory activity over the
-	// window. On the first sample the window is what the driver buffered.
+	// window, and this sampler has watched for the whole window (the
+	// driver buffers only about a second, so a one-shot sample never
+	// flags a process idle).
 	IdleByUtilization
 	// IdleByMemory: per-process utilization is unsupported; the process's
 	// memory did not change and the device was at 0 % utilization at every
@@ -306,7 +308,7 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 	ds.Processes = len(list)
 	idle := s.idle[i]
 	idle.observeDevice(now, ds.Utilization)
-	util, method := idle.processUtilization(d, now, s.opts.IdleWindow)
+	util, method := idle.processUtilization(d, now)
 	ds.IdleMethod = method
 
 	procs := make([]Process, 0, len(list))

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 )
 
 // fixtureBoot is btime in testdata/proc/stat.
@@ -44,7 +47,23 @@ func mockSampler(t testing.TB) *Sampler {
 }
 
 func TestSampleClassification(t *testing.T) {
-	snap, err := mockSampler(t).Sample()
+	s := mockSampler(t)
+	first, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range first.Processes {
+		if p.Flags&FlagIdle != 0 {
+			t.Errorf("pid %d idle on the first sample (nothing watched yet)", p.PID)
+		}
+	}
+	now := fixtureBoot.Add(24*time.Hour + 31*time.Second)
+	s.opts.Now = fixedClock(now)
+	// pid 1000 keeps working: the driver reports a busy sample just now.
+	s.devs[0].(*nvmlDevice).dev.(*dgxa100.Device).GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		return []nvml.ProcessUtilizationSample{{Pid: 1000, TimeStamp: uint64(now.UnixMicro()), SmUtil: 80, MemUtil: 30}}, nvml.SUCCESS
+	}
+	snap, err := s.Sample()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +101,9 @@ func TestSampleClassification(t *testing.T) {
 		}
 	}
 	p := byPID[1000]
+	if n := len(s.cache.m); n > 12 {
+		t.Errorf("cache holds %d entries", n)
+	}
 	if want := fixtureBoot.Add(600 * time.Second); !p.StartTime.Equal(want) {
 		t.Errorf("start time = %v, want %v", p.StartTime, want)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func simSnapshot(t *testing.T, seed int64, at time.Duration) *Snapshot {
+func simSnapshot(t *testing.T, seed int64, at ...time.Duration) *Snapshot {
 	t.Helper()
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	now := t0
@@ -18,10 +18,12 @@ func simSnapshot(t *testing.T, seed int64, at time.Duration) *Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now = t0.Add(at)
-	snap, err := s.Sample()
-	if err != nil {
-		t.Fatal(err)
+	var snap *Snapshot
+	for _, d := range at {
+		now = t0.Add(d)
+		if snap, err = s.Sample(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return snap
 }
@@ -44,7 +46,7 @@ func TestSimDeterministic(t *testing.T) {
 }
 
 func TestSimShowsEveryFlag(t *testing.T) {
-	snap := simSnapshot(t, 1, time.Minute)
+	snap := simSnapshot(t, 1, time.Minute, time.Minute+31*time.Second)
 	var all Flags
 	for _, p := range snap.Processes {
 		all |= p.Flags

@@ -73,8 +73,11 @@ type WatchOptions struct {
 	// Interval; it is rounded so that it does.
 	SampleInterval time.Duration
 	// ProcessInterval is how often a full sample (process lists, /proc,
-	// classification) is taken. Default: the smaller of Interval and
-	// 100 ms. Rounded to a multiple of SampleInterval.
+	// classification) is taken. Default 100 ms: a process list costs
+	// about 0.26 ms of CPU on an H200 (driver 580), so sampling it at
+	// 100 Hz alone would cost 2.6 % of a core. It may be longer than
+	// Interval; intervals without a full sample then have no Processes.
+	// Rounded to a multiple of SampleInterval.
 	ProcessInterval time.Duration
 	// MemoryOnly skips process sampling: only device memory is read.
 	MemoryOnly bool
@@ -99,10 +102,10 @@ func (o *WatchOptions) normalize() error {
 		return fmt.Errorf("sample interval %v out of range: must be between 1ms and the interval (%v)", o.SampleInterval, o.Interval)
 	}
 	if o.ProcessInterval == 0 {
-		o.ProcessInterval = min(o.Interval, 100*time.Millisecond)
+		o.ProcessInterval = 100 * time.Millisecond
 	}
-	if o.ProcessInterval < o.SampleInterval || o.ProcessInterval > o.Interval {
-		return fmt.Errorf("process interval %v out of range: must be between the sample interval (%v) and the interval (%v)", o.ProcessInterval, o.SampleInterval, o.Interval)
+	if o.ProcessInterval < o.SampleInterval || o.ProcessInterval > MaxInterval {
+		return fmt.Errorf("process interval %v out of range: must be between the sample interval (%v) and %v", o.ProcessInterval, o.SampleInterval, MaxInterval)
 	}
 	if o.Count < 0 {
 		return fmt.Errorf("count %d: must be 0 (forever) or more", o.Count)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ const WatchSchema = "vram.watch/v1"
 type watchFlags struct {
 	hostFlags
 	interval, sampleInterval time.Duration
+	processInterval          time.Duration
 	count                    int
 	pids                     []uint
 	format                   string
@@ -40,8 +42,10 @@ func NewCmdWatch() *cobra.Command {
 		Long: `Print each GPU's used memory every --interval (1s down to 10ms) with the
 minimum, maximum and mean over the interval. Device memory is sampled every
 --sample-interval (default 5ms or the interval if smaller: one cheap NVML call
-per GPU), processes every 100ms (or the interval if smaller), so a spike
-between two printed lines still shows in MAX.
+per GPU), so a spike between two printed lines still shows in MAX. Processes
+are sampled every --process-interval (default 100ms: a process list costs far
+more than a memory read); at shorter intervals process lines appear only on
+the lines that had a process sample.
 
 Formats: a table (default), CSV (--csv) or JSON lines (--json, schema
 vram.watch/v1). --processes adds a line per process; --pid shows only the
@@ -63,6 +67,7 @@ given processes.`,
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Second, "print every `duration` (10ms to 1h)")
 	fl.DurationVar(&f.sampleInterval, "sample-interval", 0, "read device memory every `duration` (default 5ms, or the interval if smaller)")
+	fl.DurationVar(&f.processInterval, "process-interval", 100*time.Millisecond, "sample process lists every `duration`")
 	fl.IntVar(&f.count, "count", 0, "stop after `N` lines per GPU (0: until interrupted)")
 	fl.UintSliceVar(&f.pids, "pid", nil, "show only these `PIDs` (implies --processes)")
 	fl.StringVar(&f.format, "format", "table", "output format: table, csv or json (JSON lines)")
@@ -94,6 +99,9 @@ func (f *watchFlags) validate(cmd *cobra.Command) error {
 	if f.sampleInterval != 0 && (f.sampleInterval < time.Millisecond || f.sampleInterval > f.interval) {
 		return fmt.Errorf("--sample-interval %v: must be between 1ms and the interval (%v)", f.sampleInterval, f.interval)
 	}
+	if f.processInterval < time.Millisecond || f.processInterval > gpu.MaxInterval {
+		return fmt.Errorf("--process-interval %v: must be between 1ms and 1h", f.processInterval)
+	}
 	if f.count < 0 {
 		return fmt.Errorf("--count %d: must be 0 (until interrupted) or more", f.count)
 	}
@@ -112,6 +120,11 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 		return err
 	}
 	defer s.host.Close()
+	// One goroutine samples; more Ps only add idle spinning to every
+	// timer wakeup (hundreds a second at short intervals).
+	if runtime.GOMAXPROCS(0) > 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
 	warn(stderr, s.warnings)
 	if len(s.shown) == 0 {
 		return fmt.Errorf("%w: %s", errNoDevices, s.selectionNote())
@@ -196,7 +209,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 			return w.Flush()
 		}
 	}
-	err = s.sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, MemoryOnly: f.memoryOnly, Count: f.count}, out)
+	err = s.sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, out)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
