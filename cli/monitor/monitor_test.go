@@ -214,7 +214,7 @@ func TestWatchFormats(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "# SIMULATED HOST") || !strings.HasPrefix(lines[1], "TIME") {
 		t.Errorf("table header = %q", lines[:2])
 	}
-	out, _, code = run(t, e, "watch", "--gpu", "0", "--interval", "20ms", "--count", "2", "--csv", "--pid", "1000")
+	out, _, code = run(t, e, "watch", "--gpu", "0", "--interval", "20ms", "--process-interval", "20ms", "--count", "2", "--csv", "--pid", "1000")
 	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if code != 0 || err != nil || len(rows) != 5 { // header + (device + pid 1000) x 2
 		t.Fatalf("csv: exit %d err %v rows %q", code, err, rows)
