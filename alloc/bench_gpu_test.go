@@ -115,10 +115,10 @@ func BenchmarkGPUDriverAllocFreeParallel(b *testing.B) {
 	}
 }
 
-// clock returns nanoseconds since its creation: one monotonic clock read
+// gpuClock returns nanoseconds since its creation: one monotonic clock read
 // (time.Since of a time with a monotonic reading does not read the wall
 // clock).
-func clock() func() int64 {
+func gpuClock() func() int64 {
 	origin := time.Now()
 	return func() int64 { return int64(time.Since(origin)) }
 }
@@ -157,7 +157,7 @@ func TestGPULatency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now := clock()
+	now := gpuClock()
 	n := *latencyOps
 	rows := []string{latencyHeader}
 

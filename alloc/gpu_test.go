@@ -137,10 +137,10 @@ func newGPUAlloc(t testing.TB, d *gpuDev, cfg alloc.Config) *alloc.Allocator {
 	return a
 }
 
-// fillPattern writes into b bytes that depend on seed and on the position,
+// gpuFill writes into b bytes that depend on seed and on the position,
 // so a block that received another block's bytes, or its own bytes shifted,
 // is caught.
-func fillPattern(b []byte, seed uint64) {
+func gpuFill(b []byte, seed uint64) {
 	x := seed*0x9e3779b97f4a7c15 + 1
 	i := 0
 	for ; i+8 <= len(b); i += 8 {
@@ -155,14 +155,14 @@ func fillPattern(b []byte, seed uint64) {
 	}
 }
 
-func pattern(n uint64, seed uint64) []byte {
+func gpuPattern(n uint64, seed uint64) []byte {
 	b := make([]byte, n)
-	fillPattern(b, seed)
+	gpuFill(b, seed)
 	return b
 }
 
-// diff describes the first difference between got and want, or "".
-func diff(got, want []byte) string {
+// gpuDiff describes the first difference between got and want, or "".
+func gpuDiff(got, want []byte) string {
 	if bytes.Equal(got, want) {
 		return ""
 	}
@@ -180,27 +180,27 @@ func diff(got, want []byte) string {
 	return fmt.Sprintf("bytes [%d, %d] differ (first: %#02x, want %#02x)", i, j, got[i], want[i])
 }
 
-// logUniform returns a size in [lo, hi) whose logarithm is uniform, so
+// gpuLogUniform returns a size in [lo, hi) whose logarithm is uniform, so
 // small sizes are as frequent per octave as large ones.
-func logUniform(r *rand.Rand, lo, hi uint64) uint64 {
+func gpuLogUniform(r *rand.Rand, lo, hi uint64) uint64 {
 	l, h := math.Log(float64(lo)), math.Log(float64(hi))
 	n := uint64(math.Exp(l + r.Float64()*(h-l)))
 	return min(max(n, lo), hi-1)
 }
 
-// tracked is a Buffer and what the test expects it to hold.
-type tracked struct {
+// gpuTracked is a Buffer and what the test expects it to hold.
+type gpuTracked struct {
 	buf  *alloc.Buffer
 	want []byte
 }
 
-func (tb *tracked) verify(t *testing.T, what string) {
+func (tb *gpuTracked) verify(t *testing.T, what string) {
 	t.Helper()
 	got := make([]byte, len(tb.want))
 	if err := tb.buf.CopyToHost(got); err != nil {
 		t.Fatalf("%s: CopyToHost of %d bytes at %#x: %v", what, len(got), tb.buf.Ptr(), err)
 	}
-	if d := diff(got, tb.want); d != "" {
+	if d := gpuDiff(got, tb.want); d != "" {
 		t.Errorf("%s: %d-byte buffer at %#x: %s", what, len(got), tb.buf.Ptr(), d)
 	}
 }
@@ -213,19 +213,19 @@ func roundTripSizes(r *rand.Rand) []uint64 {
 	for range 150 {
 		switch k := r.IntN(100); {
 		case k < 70:
-			sizes = append(sizes, logUniform(r, 1, 1<<20))
+			sizes = append(sizes, gpuLogUniform(r, 1, 1<<20))
 		case k < 95:
-			sizes = append(sizes, logUniform(r, 1<<20+1, 10<<20))
+			sizes = append(sizes, gpuLogUniform(r, 1<<20+1, 10<<20))
 		default:
-			sizes = append(sizes, logUniform(r, 10<<20, 64<<20))
+			sizes = append(sizes, gpuLogUniform(r, 10<<20, 64<<20))
 		}
 	}
 	return sizes
 }
 
-// segments returns the address ranges of the allocator's segments and
+// gpuSegments returns the address ranges of the allocator's segments and
 // counts the segments of each pool that hold two or more live blocks.
-func segments(a *alloc.Allocator) (segs map[uint64]uint64, sharedSmall, sharedLarge int) {
+func gpuSegments(a *alloc.Allocator) (segs map[uint64]uint64, sharedSmall, sharedLarge int) {
 	segs = map[uint64]uint64{}
 	for _, seg := range a.Snapshot().Segments {
 		segs[seg.Address] = seg.TotalSize
@@ -246,9 +246,9 @@ func segments(a *alloc.Allocator) (segs map[uint64]uint64, sharedSmall, sharedLa
 	return segs, sharedSmall, sharedLarge
 }
 
-// inSegment reports whether p lies in one of segs, and whether it is the
+// gpuInSegment reports whether p lies in one of segs, and whether it is the
 // segment's first byte.
-func inSegment(segs map[uint64]uint64, p uint64) (inside, atStart bool) {
+func gpuInSegment(segs map[uint64]uint64, p uint64) (inside, atStart bool) {
 	for addr, size := range segs {
 		if p >= addr && p < addr+size {
 			return true, p == addr
@@ -268,18 +268,18 @@ func TestGPUDataRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	sizes := roundTripSizes(r)
 
-	bufs := make([]*tracked, len(sizes))
+	bufs := make([]*gpuTracked, len(sizes))
 	for i, n := range sizes {
 		b, err := a.Alloc(n, 0)
 		if err != nil {
 			t.Fatalf("Alloc(%d): %v", n, err)
 		}
-		bufs[i] = &tracked{buf: b, want: pattern(n, uint64(i)+1)}
+		bufs[i] = &gpuTracked{buf: b, want: gpuPattern(n, uint64(i)+1)}
 		if err := b.CopyFromHost(bufs[i].want); err != nil {
 			t.Fatalf("CopyFromHost of %d bytes: %v", n, err)
 		}
 	}
-	segs, sharedSmall, sharedLarge := segments(a)
+	segs, sharedSmall, sharedLarge := gpuSegments(a)
 	st := a.Stats()
 	t.Logf("%d buffers, %d segments (%d device allocations); segments with several live blocks: %d small, %d large",
 		len(bufs), len(segs), st.NumDeviceAlloc, sharedSmall, sharedLarge)
@@ -303,12 +303,12 @@ func TestGPUDataRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Slice(%d, %d) of %d bytes: %v", off, m, n, err)
 		}
-		p := pattern(m, uint64(1000+i))
+		p := gpuPattern(m, uint64(1000+i))
 		if err := v.CopyFromHost(p); err != nil {
 			t.Fatalf("CopyFromHost into a view: %v", err)
 		}
 		copy(tb.want[off:], p)
-		(&tracked{buf: v, want: tb.want[off : off+m]}).verify(t, fmt.Sprintf("view [%d:%d] of buffer %d", off, off+m, i))
+		(&gpuTracked{buf: v, want: tb.want[off : off+m]}).verify(t, fmt.Sprintf("view [%d:%d] of buffer %d", off, off+m, i))
 	}
 
 	// Device-to-device: whole buffers into larger ones, and a view of one
@@ -408,11 +408,11 @@ func TestGPUDataRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("second Alloc(%d): %v", n, err)
 		}
-		bufs[i] = &tracked{buf: b, want: pattern(n, uint64(5000+i))}
+		bufs[i] = &gpuTracked{buf: b, want: gpuPattern(n, uint64(5000+i))}
 		if err := b.CopyFromHost(bufs[i].want); err != nil {
 			t.Fatal(err)
 		}
-		if inside, atStart := inSegment(segs, b.Ptr()); inside {
+		if inside, atStart := gpuInSegment(segs, b.Ptr()); inside {
 			reused++
 			if !atStart {
 				reusedInside++
@@ -507,7 +507,7 @@ func churn(a *alloc.Allocator, g, iters int, s alloc.Stream, allocs, checks *ato
 		if err := it.buf.CopyToHost(got); err != nil {
 			return err
 		}
-		if d := diff(got, it.head); d != "" {
+		if d := gpuDiff(got, it.head); d != "" {
 			return fmt.Errorf("%d-byte buffer at %#x, head: %s", it.buf.Len(), it.buf.Ptr(), d)
 		}
 		if it.tail == nil {
@@ -520,7 +520,7 @@ func churn(a *alloc.Allocator, g, iters int, s alloc.Stream, allocs, checks *ato
 		if err := v.CopyToHost(got[:len(it.tail)]); err != nil {
 			return err
 		}
-		if d := diff(got[:len(it.tail)], it.tail); d != "" {
+		if d := gpuDiff(got[:len(it.tail)], it.tail); d != "" {
 			return fmt.Errorf("%d-byte buffer at %#x, tail: %s", it.buf.Len(), it.buf.Ptr(), d)
 		}
 		return nil
@@ -529,9 +529,9 @@ func churn(a *alloc.Allocator, g, iters int, s alloc.Stream, allocs, checks *ato
 		if len(live) < 4 || (len(live) < 64 && r.IntN(100) < 55) {
 			var n uint64
 			if r.IntN(100) < 80 {
-				n = logUniform(r, 1, 256<<10)
+				n = gpuLogUniform(r, 1, 256<<10)
 			} else {
-				n = logUniform(r, 256<<10, 24<<20)
+				n = gpuLogUniform(r, 256<<10, 24<<20)
 			}
 			b, err := a.Alloc(n, s)
 			if err != nil {
@@ -541,10 +541,10 @@ func churn(a *alloc.Allocator, g, iters int, s alloc.Stream, allocs, checks *ato
 			it := item{buf: b}
 			seed := uint64(g)<<32 | uint64(i)
 			if n <= 64<<10 {
-				it.head = pattern(n, seed)
+				it.head = gpuPattern(n, seed)
 			} else {
 				// Large: write 4 KiB at each end, through a view for the tail.
-				it.head, it.tail = pattern(4096, seed), pattern(4096, ^seed)
+				it.head, it.tail = gpuPattern(4096, seed), gpuPattern(4096, ^seed)
 				v, err := b.Slice(n-4096, 4096)
 				if err != nil {
 					return err

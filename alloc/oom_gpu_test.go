@@ -14,8 +14,8 @@ import (
 	"github.com/vramhq/vram/cuda"
 )
 
-// memInfo returns the device's free and total memory.
-func memInfo(t testing.TB, d *gpuDev) (free, total uint64) {
+// gpuMemInfo returns the device's free and total memory.
+func gpuMemInfo(t testing.TB, d *gpuDev) (free, total uint64) {
 	t.Helper()
 	free, total, err := d.MemInfo()
 	if err != nil {
@@ -79,7 +79,7 @@ func TestGPUOutOfMemoryAtCapacity(t *testing.T) {
 	if err := a.Free(p1); err != nil {
 		t.Fatal(err)
 	}
-	free, total := memInfo(t, d)
+	free, total := gpuMemInfo(t, d)
 	big := (free - 512<<20) &^ (2<<20 - 1)
 	pb, err := a.Malloc(big, 0)
 	if err != nil {
@@ -147,7 +147,7 @@ func TestGPUOutOfMemoryAtCapacity(t *testing.T) {
 // growth at the cap while the device still has room.
 func TestGPUOutOfMemoryAtCap(t *testing.T) {
 	d := openGPU(t)
-	_, total := memInfo(t, d)
+	_, total := gpuMemInfo(t, d)
 	for _, conf := range []string{"max_fraction:0.25", "max_bytes:10GiB"} {
 		t.Run(conf, func(t *testing.T) {
 			cfg, err := alloc.ParseConfig(conf)
@@ -238,7 +238,7 @@ func TestGPUFragmentation(t *testing.T) {
 			}
 			ptrs = append(ptrs, p)
 		}
-		free, total := memInfo(t, d)
+		free, total := gpuMemInfo(t, d)
 		t.Logf("filled: %d × 1 GiB allocated, device %d MiB free of %d MiB", len(ptrs), free>>20, total>>20)
 		wantOOM(t, err, gib)
 		if len(ptrs) < 4 {
@@ -279,7 +279,7 @@ func TestGPUFragmentation(t *testing.T) {
 
 	t.Run("one segment", func(t *testing.T) {
 		a := newGPUAlloc(t, d, alloc.Config{})
-		free, _ := memInfo(t, d)
+		free, _ := gpuMemInfo(t, d)
 		// One segment of all but 768 MiB of the free memory, cached.
 		whole := (free - 768<<20) &^ (2<<20 - 1)
 		p, err := a.Malloc(whole, 0)

@@ -25,13 +25,13 @@ var soakOps = flag.Int("soak.ops", 1_000_000, "operations of TestGPUSoak")
 func soakSize(r *rand.Rand) uint64 {
 	switch k := r.IntN(100); {
 	case k < 60:
-		return logUniform(r, 512, 64<<10)
+		return gpuLogUniform(r, 512, 64<<10)
 	case k < 85:
-		return logUniform(r, 64<<10, 1<<20)
+		return gpuLogUniform(r, 64<<10, 1<<20)
 	case k < 97:
-		return logUniform(r, 1<<20, 16<<20)
+		return gpuLogUniform(r, 1<<20, 16<<20)
 	default:
-		return logUniform(r, 16<<20, 64<<20)
+		return gpuLogUniform(r, 16<<20, 64<<20)
 	}
 }
 
@@ -56,7 +56,7 @@ func TestGPUSoak(t *testing.T) {
 	}
 	// Warm the driver: its first allocations of each kind may set up state
 	// it keeps (page tables, pools); the baseline is taken after them.
-	rawFree0, _ := memInfo(t, d)
+	rawFree0, _ := gpuMemInfo(t, d)
 	for _, n := range []uint64{512, 2 << 20, 20 << 20, 64 << 20} {
 		p, err := d.Malloc(n)
 		if err != nil {
@@ -66,7 +66,7 @@ func TestGPUSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	free0, _ := memInfo(t, d)
+	free0, _ := gpuMemInfo(t, d)
 
 	a := newGPUAlloc(t, d, alloc.Config{})
 	r := rand.New(rand.NewPCG(2024, 6))
@@ -186,7 +186,7 @@ func TestGPUSoak(t *testing.T) {
 	if st.NumDeviceAlloc != st.NumDeviceFree {
 		t.Errorf("%d device allocations but %d device frees", st.NumDeviceAlloc, st.NumDeviceFree)
 	}
-	free1, _ := memInfo(t, d)
+	free1, _ := gpuMemInfo(t, d)
 	t.Logf("device free memory: %d before the driver warm-up, %d at the start, %d at the end (difference %d bytes); last EmptyCache released %d MiB",
 		rawFree0, free0, free1, int64(free1)-int64(free0), released>>20)
 	if free1 != free0 {
