@@ -1,0 +1,193 @@
+package job
+
+import (
+	"fmt"
+
+	"github.com/vramhq/vram/detect"
+)
+
+// Causes of an out-of-memory failure, as Diagnose names them.
+const (
+	CauseDemand        = "demand"        // the job needs more than the GPU has
+	CauseFragmentation = "fragmentation" // the cache held enough free bytes, not in one piece
+	CauseOtherProcess  = "other-process" // another process held the memory
+	CauseLeak          = "leak"          // the job's memory kept rising until it died
+	CauseLimit         = "limit"         // vram's --limit ended the job (not an OOM)
+)
+
+// OOM is the out-of-memory verdict of a job.
+type OOM struct {
+	// Detected: the job failed and its output says it ran out of GPU memory.
+	Detected bool
+	// Caught: the output has an OOM message but the job succeeded (it
+	// caught the error, as batch-size finders do).
+	Caught bool
+	// Cause is one of the Cause constants ("" when not Detected, except
+	// CauseLimit when vram's limit ended the job).
+	Cause string
+	// Explanation says why, with the figures; Advice what to do.
+	Explanation, Advice string
+	Message             *Message
+	// Holder is the other process for CauseOtherProcess.
+	Holder *Proc
+	// Slope is the leak's rate before death for CauseLeak, bytes/s.
+	Slope float64
+}
+
+// The thresholds of the causes (see doc.go, "OOM diagnosis").
+const (
+	// otherShare: processes outside the job hold at least this share of
+	// the GPU (and at least the failed request) for CauseOtherProcess.
+	otherShare = 0.10
+	// fragShare: PyTorch's reserved-but-unallocated memory is at least
+	// the failed request and at least this share of the capacity for
+	// CauseFragmentation.
+	fragShare = 1.0 / 32
+)
+
+// diagnose names the cause of an OOM from the messages, the samples and
+// the leak verdict.
+func diagnose(r *Result, msgs []Message) OOM {
+	var o OOM
+	if r.Limit.Hit {
+		o.Cause = CauseLimit
+		o.Explanation = fmt.Sprintf("vram ended the job: it held %s on GPU %d, its limit is %s",
+			FormatBytes(r.Limit.Bytes), r.Devices[r.Limit.Device].Index, FormatBytes(r.Limit.Cap))
+		o.Advice = "raise --limit, or make the job use less memory (a smaller batch: vram fit)"
+		return o
+	}
+	best, found := bestMessage(msgs)
+	if !found {
+		return o
+	}
+	o.Message = &best
+	if !r.Failed() {
+		o.Caught = true
+		o.Explanation = "the job printed an out-of-memory error but exited with status 0 (it caught the error)"
+		return o
+	}
+	o.Detected = true
+	dev := r.oomDevice(best)
+	capacity := best.Capacity
+	if capacity == 0 && dev >= 0 {
+		capacity = r.Devices[dev].Total
+	}
+
+	// 1. Another process held a large share of the GPU.
+	if h, held := r.otherHolder(dev, best); h != nil && capacity > 0 &&
+		float64(held) >= otherShare*float64(capacity) && held >= best.Tried {
+		o.Cause, o.Holder = CauseOtherProcess, h
+		o.Explanation = fmt.Sprintf("other processes held %s of the GPU's %s when the job died; the largest is pid %d (%s) with %s",
+			FormatBytes(held), FormatBytes(capacity), h.PID, orUnknown(h.Command), FormatBytes(h.AtEnd))
+		o.Advice = fmt.Sprintf("free the GPU (pid %d), or run the job on another GPU (CUDA_VISIBLE_DEVICES)", h.PID)
+		return o
+	}
+	// 2. The job's memory kept rising.
+	if r.Leak.Kind == detect.Leak {
+		o.Cause, o.Slope = CauseLeak, r.Leak.Slope
+		o.Explanation = fmt.Sprintf("the job's memory floor rose at %.1f MiB/min until it died (%s)", r.Leak.MiBPerMin(), r.Leak.Reason)
+		o.Advice = "look for tensors kept across steps: a loss summed without .item(), outputs appended to a list, retain_graph=True, caches that only grow"
+		return o
+	}
+	// 3. The allocator's cache had the bytes, not in one piece.
+	if best.Tried > 0 && best.Unallocated >= best.Tried && capacity > 0 &&
+		float64(best.Unallocated) >= fragShare*float64(capacity) {
+		o.Cause = CauseFragmentation
+		o.Explanation = fmt.Sprintf("PyTorch held %s reserved but unallocated, more than the %s it failed to allocate: the free memory was fragmented",
+			FormatBytes(best.Unallocated), FormatBytes(best.Tried))
+		o.Advice = "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or call torch.cuda.empty_cache() between phases of different shapes)"
+		return o
+	}
+	// 4. The job needs more than there is.
+	o.Cause = CauseDemand
+	switch {
+	case best.Tried > 0 && best.Capacity > 0:
+		o.Explanation = fmt.Sprintf("the job had %s allocated and asked for %s more on a GPU of %s (%s free)",
+			FormatBytes(best.Allocated), FormatBytes(best.Tried), FormatBytes(best.Capacity), FormatBytes(best.Free))
+	case best.Tried > 0:
+		o.Explanation = fmt.Sprintf("the job asked for %s more than the GPU could give", FormatBytes(best.Tried))
+	case r.Peak.Bytes > 0:
+		o.Explanation = fmt.Sprintf("the job reached %s before it failed", FormatBytes(r.Peak.Bytes))
+	default:
+		o.Explanation = "the job needs more memory than the GPU has free"
+	}
+	o.Advice = "use a smaller batch (vram fit finds the largest that fits), mixed precision or activation checkpointing, or a larger GPU"
+	return o
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "command unknown"
+	}
+	return s
+}
+
+// bestMessage is the first message that states figures, else the first.
+func bestMessage(msgs []Message) (Message, bool) {
+	if len(msgs) == 0 {
+		return Message{}, false
+	}
+	for _, m := range msgs {
+		if m.Tried > 0 || m.Capacity > 0 {
+			return m, true
+		}
+	}
+	return msgs[0], true
+}
+
+// oomDevice is the position of the device the OOM happened on: the only
+// device the job used, or the one the message names when the job used
+// several (CUDA ordinals count the devices visible to the job, in order),
+// else the device of the job's peak. -1 without memory figures.
+func (r *Result) oomDevice(m Message) int {
+	used := r.UsedDevices()
+	switch {
+	case len(used) == 1:
+		return used[0]
+	case len(used) > 1 && m.GPU >= 0 && m.GPU < len(used):
+		return used[m.GPU]
+	case r.Peak.Device >= 0 && r.Peak.Device < len(r.Devices):
+		return r.Peak.Device
+	case len(r.Devices) == 1:
+		return 0
+	}
+	return -1
+}
+
+// otherHolder returns the largest process outside the job on device dev at
+// the last sample where the job held memory, and what all of them held.
+// Without samples it falls back to the processes the message lists that
+// are not in the job's tree.
+func (r *Result) otherHolder(dev int, m Message) (*Proc, uint64) {
+	var best *Proc
+	var held uint64
+	if dev >= 0 {
+		for i := range r.Others {
+			o := &r.Others[i]
+			on := false
+			for _, d := range o.Devices {
+				on = on || d == dev
+			}
+			if !on || o.AtEnd == 0 {
+				continue
+			}
+			held += o.AtEnd
+			if best == nil || o.AtEnd > best.AtEnd {
+				best = o
+			}
+		}
+		if best != nil || r.Memory {
+			return best, held
+		}
+	}
+	for _, h := range m.Holders {
+		if h.PID == 0 || r.treePIDs[h.PID] {
+			continue
+		}
+		held += h.Bytes
+		if best == nil || h.Bytes > best.AtEnd {
+			best = &Proc{PID: h.PID, AtEnd: h.Bytes, Peak: h.Bytes}
+		}
+	}
+	return best, held
+}

@@ -1,0 +1,228 @@
+package job
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+// approx is a figure PyTorch rounded to two decimals of its unit.
+func approx(v float64, unit uint64) uint64 { return uint64(v*float64(unit) + 0.5) }
+
+func TestScanMessages(t *testing.T) {
+	tests := []struct {
+		file      string
+		framework string // "" : no OOM
+		want      Message
+	}{
+		{"pytorch_2x.txt", "pytorch", Message{GPU: 0, Tried: 546 * mib, Capacity: approx(15.77, gib), Free: approx(514.19, mib),
+			Allocated: approx(13.73, gib), PrivatePools: 46 * mib, Unallocated: approx(736.86, mib),
+			Holders: []Holder{{PID: 562167, Bytes: approx(15.25, gib)}}}},
+		{"pytorch_2x_fragmented.txt", "pytorch", Message{GPU: 0, Tried: 2 * gib, Capacity: approx(79.25, gib), Free: approx(1.12, gib),
+			Allocated: approx(61.50, gib), Unallocated: approx(16.03, gib), Holders: []Holder{{PID: 0, Bytes: approx(78.12, gib)}}}},
+		{"pytorch_2x_allowed.txt", "pytorch", Message{GPU: 0, Tried: 20 * mib, Capacity: approx(139.80, gib), Free: approx(97.31, gib),
+			Allocated: approx(41.20, gib), Unallocated: 238 * mib, Allowed: approx(41.94, gib), Holders: []Holder{{PID: 0, Bytes: 42 * gib}}}},
+		{"pytorch_1x.txt", "pytorch", Message{GPU: 0, Tried: approx(1.71, gib), Capacity: 6 * gib, Free: approx(1.04, gib),
+			Allocated: approx(3.49, gib), Unallocated: approx(3.50, gib) - approx(3.49, gib)}},
+		{"pytorch_2018.txt", "pytorch", Message{GPU: 0, Tried: approx(12.50, mib), Capacity: approx(11.17, gib), Free: approx(2.06, mib),
+			Allocated: approx(10.51, gib), Unallocated: 179 * kib}},
+		{"tensorflow.txt", "tensorflow", Message{GPU: -1, Tried: 4 * gib}},
+		{"jax.txt", "jax", Message{GPU: -1, Tried: approx(86.89, gib)}},
+		{"jax_bytes.txt", "jax", Message{GPU: -1, Tried: 49807360}},
+		{"cupy.txt", "cupy", Message{GPU: -1, Tried: 85899345920, Allocated: 1073741824}},
+		{"cuda_runtime.txt", "cuda", Message{GPU: -1}},
+		{"cuda_driver.txt", "cuda", Message{GPU: -1}},
+		{"cuda_error.txt", "cuda", Message{GPU: -1}},
+		{"not_oom.txt", "", Message{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			text, err := os.ReadFile(filepath.Join("testdata", "oom", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := NewScanner(time.Now(), nil)
+			// Write in odd-sized chunks: lines are split across writes.
+			for len(text) > 0 {
+				n := min(7, len(text))
+				s.Write(text[:n])
+				text = text[n:]
+			}
+			s.Close()
+			m, ok := s.Best()
+			if tt.framework == "" {
+				if ok {
+					t.Fatalf("found an OOM in %s: %+v", tt.file, m)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("no OOM found in %s", tt.file)
+			}
+			if m.Framework != tt.framework {
+				t.Errorf("framework %q, want %q", m.Framework, tt.framework)
+			}
+			m.Text, m.At, m.Framework = "", 0, ""
+			if !equalMessage(m, tt.want) {
+				t.Errorf("figures\n got %+v\nwant %+v", m, tt.want)
+			}
+		})
+	}
+}
+
+func equalMessage(a, b Message) bool {
+	if len(a.Holders) != len(b.Holders) {
+		return false
+	}
+	for i := range a.Holders {
+		if a.Holders[i] != b.Holders[i] {
+			return false
+		}
+	}
+	a.Holders, b.Holders = nil, nil
+	return a.Tried == b.Tried && a.GPU == b.GPU && a.Capacity == b.Capacity && a.Free == b.Free &&
+		a.Allocated == b.Allocated && a.Unallocated == b.Unallocated && a.PrivatePools == b.PrivatePools && a.Allowed == b.Allowed
+}
+
+func TestScannerTailAndLongLines(t *testing.T) {
+	s := NewScanner(time.Now(), nil)
+	var buf bytes.Buffer
+	for i := range 100 {
+		buf.WriteString(strings.Repeat("x", i) + "\n")
+	}
+	// A line longer than MaxLine: the marker past the limit is not seen,
+	// and the scanner's memory stays bounded.
+	buf.WriteString(strings.Repeat("y", MaxLine+10) + " CUDA out of memory\n")
+	buf.WriteString("last line without newline")
+	s.Write(buf.Bytes())
+	s.Close()
+	tail := s.Tail()
+	if len(tail) != tailLines || tail[len(tail)-1] != "last line without newline" {
+		t.Fatalf("tail has %d lines, last %q", len(tail), tail[len(tail)-1])
+	}
+	if len(s.partial) != 0 || cap(s.partial) > MaxLine+1024 {
+		t.Errorf("partial line buffer %d/%d", len(s.partial), cap(s.partial))
+	}
+	if _, ok := s.Best(); ok {
+		t.Error("matched a marker beyond MaxLine")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+		err  string
+	}{
+		{"4096", 4096, ""},
+		{"8GiB", 8 * gib, ""},
+		{"1.5 GiB", 3 * gib / 2, ""},
+		{"8GB", 8e9, ""},
+		{"512m", 512 * mib, ""},
+		{"", 0, "want a number"},
+		{"GiB", 0, "want a number"},
+		{"8 parsecs", 0, "unknown unit"},
+		{"1.2.3GiB", 0, "not a number"},
+		{"99999999999TiB", 0, "too large"},
+	}
+	for _, tt := range tests {
+		got, err := ParseBytes(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseBytes(%q) = %d, %v; want error %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseLimit(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Limit
+		err  string
+	}{
+		{"8GiB", Limit{Bytes: 8 * gib}, ""},
+		{"50%", Limit{Percent: 50}, ""},
+		{"100%", Limit{Percent: 100}, ""},
+		{"0%", Limit{}, "(0, 100]"},
+		{"150%", Limit{}, "(0, 100]"},
+		{"x%", Limit{}, "(0, 100]"},
+		{"0", Limit{}, "more than 0"},
+		{"", Limit{}, "empty limit"},
+	}
+	for _, tt := range tests {
+		got, err := ParseLimit(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseLimit(%q) = %v, %v; want error %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseLimit(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	d := Device{Total: 80 * gib}
+	if got := (Limit{Percent: 50}).On(d); got != 40*gib {
+		t.Errorf("50%% of 80 GiB = %d", got)
+	}
+}
+
+func FuzzMatchLine(f *testing.F) {
+	ents, _ := os.ReadDir(filepath.Join("testdata", "oom"))
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join("testdata", "oom", e.Name()))
+		for _, l := range strings.Split(string(b), "\n") {
+			f.Add(l)
+		}
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		m, ok := MatchLine(line)
+		if !ok {
+			return
+		}
+		if m.Framework == "" || len(m.Text) > MaxLine {
+			t.Fatalf("bad message %+v", m)
+		}
+	})
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add("1234 (python3) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 987654 0 0")
+	f.Add("7 (a) b) (c) R 6 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := parseStat([]byte(s))
+		if err == nil && st.state == 0 {
+			t.Fatalf("parsed %q without a state", s)
+		}
+	})
+}
+
+func TestParseStat(t *testing.T) {
+	st, err := parseStat([]byte("7 (a) b) (c) R 6 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.pid != 7 || st.comm != "a) b) (c" || st.state != 'R' || st.ppid != 6 || st.start != 42 {
+		t.Errorf("parsed %+v", st)
+	}
+	for _, bad := range []string{"", "12 python S 1", "x (p) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", "1 (p) S 1 2"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("parseStat(%q) did not fail", bad)
+		}
+	}
+}

@@ -1,0 +1,332 @@
+package job
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vramhq/vram/detect"
+)
+
+// SchemaRun names the JSON layout of WriteJSON.
+const SchemaRun = "vram.run/v1"
+
+// Report is the JSON form of a Result (schema vram.run/v1). Sizes are in
+// bytes, times in seconds after the job started.
+type Report struct {
+	Schema      string       `json:"schema"`
+	Command     []string     `json:"command"`
+	Start       time.Time    `json:"start"`
+	DurationS   float64      `json:"duration_s"`
+	ExitCode    int          `json:"exit_code"`
+	Signal      string       `json:"signal,omitempty"`
+	Memory      bool         `json:"memory_available"`
+	MemoryNote  string       `json:"memory_note,omitempty"`
+	IntervalS   float64      `json:"interval_s"`
+	PeakBytes   uint64       `json:"peak_bytes"`
+	Peak        *ReportPeak  `json:"peak"`
+	SteadyBytes *uint64      `json:"steady_bytes"`
+	Devices     []ReportGPU  `json:"gpus"`
+	Processes   []Proc       `json:"processes"`
+	Others      []Proc       `json:"other_processes"`
+	Leak        ReportLeak   `json:"leak"`
+	OOM         ReportOOM    `json:"oom"`
+	Limit       *ReportLimit `json:"limit,omitempty"`
+	TimedOut    bool         `json:"timed_out"`
+	Warnings    []string     `json:"warnings"`
+	Samples     []ReportSmp  `json:"samples"`
+}
+
+// ReportPeak is where the peak was.
+type ReportPeak struct {
+	TS       float64 `json:"t_s"`
+	GPU      int     `json:"gpu"`
+	PID      int     `json:"pid"`
+	Command  string  `json:"command"`
+	PIDBytes uint64  `json:"pid_bytes"`
+}
+
+// ReportGPU is one device the job could use.
+type ReportGPU struct {
+	Device
+	Used          bool    `json:"used_by_job"`
+	JobPeakBytes  uint64  `json:"job_peak_bytes"`
+	UsedPeakBytes uint64  `json:"used_peak_bytes"`
+	Above90S      float64 `json:"seconds_above_90pct"`
+}
+
+// ReportLeak is the leak verdict.
+type ReportLeak struct {
+	Verdict    string  `json:"verdict"` // leak, no-leak, insufficient, unavailable
+	Slope      float64 `json:"slope_bytes_per_s"`
+	Confidence float64 `json:"confidence"`
+	WarmupS    float64 `json:"warmup_s"`
+	Reason     string  `json:"reason"`
+}
+
+// ReportOOM is the OOM verdict.
+type ReportOOM struct {
+	Detected    bool     `json:"detected"`
+	Caught      bool     `json:"caught"`
+	Cause       string   `json:"cause"`
+	Message     string   `json:"message"`
+	Framework   string   `json:"framework,omitempty"`
+	Explanation string   `json:"explanation,omitempty"`
+	Advice      string   `json:"advice,omitempty"`
+	Figures     *Message `json:"figures,omitempty"`
+	Holder      *Proc    `json:"holder,omitempty"`
+	AtS         *float64 `json:"t_s,omitempty"`
+}
+
+// ReportLimit is what the limit did.
+type ReportLimit struct {
+	Limit      string  `json:"limit"`
+	Hit        bool    `json:"hit"`
+	TS         float64 `json:"t_s,omitempty"`
+	GPU        int     `json:"gpu,omitempty"`
+	Bytes      uint64  `json:"bytes,omitempty"`
+	LimitBytes uint64  `json:"limit_bytes,omitempty"`
+	Killed     bool    `json:"killed"`
+}
+
+// ReportSmp is one sample: the job's memory in total and per device, and
+// each device's used memory.
+type ReportSmp struct {
+	TS    float64  `json:"t_s"`
+	Bytes uint64   `json:"bytes"`
+	GPUs  []uint64 `json:"job_bytes_per_gpu"`
+	Used  []uint64 `json:"used_bytes_per_gpu"`
+}
+
+// Report builds the JSON form.
+func (r *Result) Report() Report {
+	rep := Report{
+		Schema: SchemaRun, Command: r.Args, Start: r.Start.UTC(), DurationS: r.Duration.Seconds(),
+		ExitCode: r.ExitCode, Memory: r.Memory, MemoryNote: r.MemoryNote,
+		IntervalS: r.Interval.Seconds(), PeakBytes: r.Peak.Bytes, TimedOut: r.TimedOut,
+		Processes: nonNil(r.Procs), Others: nonNil(r.Others), Warnings: r.Warnings,
+		Devices: []ReportGPU{}, Samples: make([]ReportSmp, 0, len(r.Samples)),
+	}
+	if rep.Warnings == nil {
+		rep.Warnings = []string{}
+	}
+	if r.Signal != 0 {
+		rep.Signal = SignalName(r.Signal)
+	}
+	if r.Peak.Device >= 0 && r.Peak.Bytes > 0 {
+		rep.Peak = &ReportPeak{TS: r.Peak.At.Seconds(), GPU: r.Devices[r.Peak.Device].Index,
+			PID: r.Peak.PID, Command: r.Peak.Command, PIDBytes: r.Peak.PIDDev}
+	}
+	if r.SteadyKnown {
+		v := r.Steady
+		rep.SteadyBytes = &v
+	}
+	used := map[int]bool{}
+	for _, d := range r.UsedDevices() {
+		used[d] = true
+	}
+	above := r.AboveSeconds(0.9)
+	for i, d := range r.Devices {
+		g := ReportGPU{Device: d, Used: used[i], Above90S: above[i]}
+		for _, s := range r.Samples {
+			g.JobPeakBytes = max(g.JobPeakBytes, s.JobDev[i])
+			g.UsedPeakBytes = max(g.UsedPeakBytes, s.Used[i])
+		}
+		rep.Devices = append(rep.Devices, g)
+	}
+	rep.Leak = ReportLeak{Verdict: "unavailable", Reason: "no memory figures"}
+	if r.Memory {
+		rep.Leak = ReportLeak{Verdict: leakWord(r.Leak.Kind), Slope: r.Leak.Slope, Confidence: r.Leak.Confidence,
+			WarmupS: r.Leak.WarmUp.Seconds(), Reason: r.Leak.Reason}
+	}
+	o := r.OOM
+	rep.OOM = ReportOOM{Detected: o.Detected, Caught: o.Caught, Cause: o.Cause, Explanation: o.Explanation,
+		Advice: o.Advice, Figures: o.Message, Holder: o.Holder}
+	if o.Message != nil {
+		rep.OOM.Message, rep.OOM.Framework = o.Message.Text, o.Message.Framework
+		at := o.Message.At.Seconds()
+		rep.OOM.AtS = &at
+	}
+	if l := r.Limit; l.Limit.Set() {
+		rep.Limit = &ReportLimit{Limit: l.Limit.String(), Hit: l.Hit, Killed: l.Killed}
+		if l.Hit {
+			rep.Limit.TS, rep.Limit.GPU, rep.Limit.Bytes, rep.Limit.LimitBytes = l.At.Seconds(), r.Devices[l.Device].Index, l.Bytes, l.Cap
+		}
+	}
+	for _, s := range r.Samples {
+		rep.Samples = append(rep.Samples, ReportSmp{TS: s.T.Seconds(), Bytes: s.Job, GPUs: s.JobDev, Used: s.Used})
+	}
+	return rep
+}
+
+func nonNil(p []Proc) []Proc {
+	if p == nil {
+		return []Proc{}
+	}
+	return p
+}
+
+func leakWord(k detect.Kind) string {
+	switch k {
+	case detect.Leak:
+		return "leak"
+	case detect.NoLeak:
+		return "no-leak"
+	}
+	return "insufficient"
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r.Report()); err != nil {
+		return fmt.Errorf("write JSON report: %w", err)
+	}
+	return nil
+}
+
+// WriteCSV writes the samples: one row per sample with the time, the job's
+// total, and per GPU the job's memory and the device's used memory.
+func (r *Result) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	head := []string{"t_s", "job_bytes"}
+	for _, d := range r.Devices {
+		i := strconv.Itoa(d.Index)
+		head = append(head, "gpu"+i+"_job_bytes", "gpu"+i+"_used_bytes")
+	}
+	cw.Write(head)
+	row := make([]string, len(head))
+	for _, s := range r.Samples {
+		row = row[:0]
+		row = append(row, strconv.FormatFloat(s.T.Seconds(), 'f', 3, 64), strconv.FormatUint(s.Job, 10))
+		for i := range r.Devices {
+			row = append(row, strconv.FormatUint(s.JobDev[i], 10), strconv.FormatUint(s.Used[i], 10))
+		}
+		cw.Write(row)
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("write CSV samples: %w", err)
+	}
+	return nil
+}
+
+// sparkBlocks are the eight heights of a sparkline.
+var sparkBlocks = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws values in width columns, each column the maximum of the
+// values that fall in it (so a peak is never averaged away), scaled from 0
+// to the maximum.
+func Sparkline(values []uint64, width int) string {
+	if len(values) == 0 || width <= 0 {
+		return ""
+	}
+	if width > len(values) {
+		width = len(values)
+	}
+	cols := make([]uint64, width)
+	var top uint64
+	for i, v := range values {
+		c := i * width / len(values)
+		cols[c] = max(cols[c], v)
+		top = max(top, v)
+	}
+	var b strings.Builder
+	for _, v := range cols {
+		k := 0
+		if top > 0 {
+			k = int(float64(v) / float64(top) * float64(len(sparkBlocks)-1))
+		}
+		b.WriteRune(sparkBlocks[k])
+	}
+	return b.String()
+}
+
+// WriteText writes the human report (vram run prints it on stderr).
+func (r *Result) WriteText(w io.Writer) {
+	p := func(label, format string, a ...any) {
+		fmt.Fprintf(w, "  %-11s %s\n", label, fmt.Sprintf(format, a...))
+	}
+	fmt.Fprintf(w, "vram run: %s\n", strings.Join(r.Args, " "))
+	status := fmt.Sprintf("exit status %d", r.ExitCode)
+	if r.Signal != 0 {
+		status = fmt.Sprintf("killed by %s (status %d)", SignalName(r.Signal), r.ExitCode)
+	}
+	p("job", "%s after %s", status, round(r.Duration))
+	if !r.Memory {
+		p("memory", "unavailable: %s", orUnknown(r.MemoryNote))
+	} else if r.Peak.Bytes == 0 {
+		p("memory", "the job held no GPU memory in %d samples", len(r.Samples))
+	} else {
+		d := r.Devices[r.Peak.Device]
+		p("peak", "%s at %s on GPU %d (%s), pid %d %s holding %s",
+			FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, r.Peak.Command, FormatBytes(r.Peak.PIDDev))
+		if r.SteadyKnown {
+			p("steady", "%s (median floor after %s of warm-up)", FormatBytes(r.Steady), round(r.Leak.WarmUp))
+		} else {
+			p("steady", "unknown (too short)")
+		}
+		vals := make([]uint64, len(r.Samples))
+		for i, s := range r.Samples {
+			vals[i] = s.Job
+		}
+		p("memory", "%s  0–%s over %s, %d samples", Sparkline(vals, 60), FormatBytes(r.Peak.Bytes), round(r.Duration), len(r.Samples))
+		p("leak", "%s (confidence %.3f, %+.1f MiB/min)", r.Leak.Reason, r.Leak.Confidence, r.Leak.MiBPerMin())
+		above := r.AboveSeconds(0.9)
+		for _, i := range r.UsedDevices() {
+			p("above 90%", "GPU %d: %.1f s of %s", r.Devices[i].Index, above[i], round(r.Duration))
+		}
+		if len(r.Procs) > 1 {
+			for _, pr := range r.Procs {
+				p("process", "pid %d peak %s %s", pr.PID, FormatBytes(pr.Peak), pr.Command)
+			}
+		}
+	}
+	o := r.OOM
+	switch {
+	case o.Cause == CauseLimit:
+		p("limit", "%s", o.Explanation)
+		if r.Limit.Killed {
+			p("", "the job ignored SIGTERM and was killed after the grace period")
+		}
+	case o.Detected:
+		p("OOM", "yes (%s): %s: %s", o.Message.Framework, o.Cause, o.Explanation)
+		p("", "advice: %s", o.Advice)
+	case o.Caught:
+		p("OOM", "caught: %s", o.Explanation)
+	default:
+		p("OOM", "no out-of-memory message")
+	}
+	if r.Limit.Limit.Set() && !r.Limit.Hit {
+		p("limit", "%s per GPU, not reached", r.Limit.Limit)
+	}
+	if r.TimedOut {
+		p("timeout", "vram ended the job at its timeout")
+	}
+	for _, wn := range r.Warnings {
+		p("warning", "%s", wn)
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	if d > time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
+}
+
+// SignalName is "SIGTERM" for syscall.SIGTERM.
+func SignalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(s))
+}

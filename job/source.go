@@ -1,0 +1,106 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vramhq/vram/gpu"
+)
+
+// Source reads GPU memory for the supervisor: each device's used memory and
+// the memory of every process the driver lists. NewGPUSource reads it
+// through package gpu (NVML); tests use a fake keyed by PID (jobtest).
+type Source interface {
+	// Devices lists the devices, in the order Read reports them.
+	Devices() []Device
+	// Read fills r with one reading. A device whose query fails is
+	// reported in err (joined) and its figures are left unchanged.
+	Read(r *Reading) error
+}
+
+// Device is one GPU as the supervisor knows it.
+type Device struct {
+	Index int    `json:"index"` // NVML index
+	UUID  string `json:"uuid"`
+	Name  string `json:"name"`
+	Total uint64 `json:"total_bytes"`
+	// Reserved is what the driver keeps for itself (never available to
+	// programs); 0 when unknown.
+	Reserved uint64 `json:"reserved_bytes"`
+}
+
+// Usable is the memory programs can allocate on the device.
+func (d Device) Usable() uint64 { return d.Total - min(d.Reserved, d.Total) }
+
+// Reading is one sample of the devices and their processes.
+type Reading struct {
+	Used  []uint64     // per device (position in Devices), bytes
+	Procs []ProcMemory // every process the driver lists, on every device
+}
+
+// ProcMemory is one process's memory on one device.
+type ProcMemory struct {
+	PID    int
+	Device int // position in Devices
+	Bytes  uint64
+}
+
+// gpuSource is a Source over a gpu.Host.
+type gpuSource struct {
+	devs []gpu.Device
+	info []Device
+}
+
+// NewGPUSource reads memory from h (NVML, or gpu's simulated host). The
+// devices' identities and totals are read once.
+func NewGPUSource(h gpu.Host) (Source, error) {
+	devs, err := h.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("list GPUs: %w", err)
+	}
+	s := &gpuSource{devs: devs}
+	for _, d := range devs {
+		id, err := d.Identity()
+		if err != nil {
+			return nil, fmt.Errorf("identify GPU: %w", err)
+		}
+		m, err := d.Memory()
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d memory: %w", id.Index, err)
+		}
+		s.info = append(s.info, Device{Index: id.Index, UUID: id.UUID, Name: id.Name, Total: m.Total, Reserved: m.Reserved})
+	}
+	if len(s.info) == 0 {
+		return nil, errors.New("the driver lists no GPU")
+	}
+	return s, nil
+}
+
+func (s *gpuSource) Devices() []Device { return s.info }
+
+func (s *gpuSource) Read(r *Reading) error {
+	if len(r.Used) != len(s.devs) {
+		r.Used = make([]uint64, len(s.devs))
+	}
+	r.Procs = r.Procs[:0]
+	var errs []error
+	for i, d := range s.devs {
+		m, err := d.Memory()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("GPU %d: %w", s.info[i].Index, err))
+			continue
+		}
+		r.Used[i] = m.Used
+		ps, err := d.Processes()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("GPU %d processes: %w", s.info[i].Index, err))
+			continue
+		}
+		for _, p := range ps {
+			if p.MemoryKnown {
+				r.Procs = append(r.Procs, ProcMemory{PID: int(p.PID), Device: i, Bytes: p.Memory})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

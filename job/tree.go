@@ -1,0 +1,320 @@
+package job
+
+// The process tree of a job. See doc.go for an overview.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// procStat is the part of /proc/PID/stat the tree needs.
+type procStat struct {
+	pid, ppid int
+	state     byte   // R, S, D, Z, X, T, ...
+	start     uint64 // clock ticks after boot: with pid, the process's identity
+	comm      string
+}
+
+// errGone means the process does not exist (any more).
+var errGone = errors.New("no such process")
+
+// readStat reads /proc/PID/stat under root. buf is scratch space reused
+// between calls. The command name may contain spaces and parentheses, so the
+// fields are counted from the last ')'.
+func readStat(root string, pid int, buf []byte) (procStat, []byte, error) {
+	path := root + "/" + strconv.Itoa(pid) + "/stat"
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return procStat{}, buf, errGone
+		}
+		return procStat{}, buf, fmt.Errorf("read %s: %w", path, err)
+	}
+	buf = buf[:cap(buf)]
+	if len(buf) < 1024 {
+		buf = make([]byte, 1024)
+	}
+	n, err := f.Read(buf)
+	f.Close()
+	if err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return procStat{}, buf, errGone
+		}
+		return procStat{}, buf, fmt.Errorf("read %s: %w", path, err)
+	}
+	st, err := parseStat(buf[:n])
+	if err != nil {
+		return procStat{}, buf, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, buf, nil
+}
+
+// parseStat parses the text of /proc/PID/stat.
+func parseStat(b []byte) (procStat, error) {
+	open := bytes.IndexByte(b, '(')
+	closing := bytes.LastIndexByte(b, ')')
+	if open < 1 || closing < open {
+		return procStat{}, errors.New("malformed stat: no (comm)")
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
+	if err != nil {
+		return procStat{}, fmt.Errorf("malformed stat: pid: %w", err)
+	}
+	st := procStat{pid: pid, comm: string(b[open+1 : closing])}
+	// Fields after ")": state(3) ppid(4) pgrp(5) session(6) tty(7)
+	// tpgid(8) flags(9) minflt(10) cminflt(11) majflt(12) cmajflt(13)
+	// utime(14) stime(15) cutime(16) cstime(17) priority(18) nice(19)
+	// threads(20) itrealvalue(21) starttime(22).
+	fields := bytes.Fields(b[closing+1:])
+	if len(fields) < 20 {
+		return procStat{}, fmt.Errorf("malformed stat: %d fields after comm, want at least 20", len(fields))
+	}
+	if len(fields[0]) != 1 {
+		return procStat{}, fmt.Errorf("malformed stat: state %q", fields[0])
+	}
+	st.state = fields[0][0]
+	if st.ppid, err = strconv.Atoi(string(fields[1])); err != nil {
+		return procStat{}, fmt.Errorf("malformed stat: ppid: %w", err)
+	}
+	if st.start, err = strconv.ParseUint(string(fields[19]), 10, 64); err != nil {
+		return procStat{}, fmt.Errorf("malformed stat: starttime: %w", err)
+	}
+	return st, nil
+}
+
+// member is a process of the job's tree.
+type member struct {
+	pid, ppid int
+	start     uint64
+	state     byte
+	comm      string
+}
+
+// seenPID is the classification of a PID listed by the last scan.
+type seenPID struct {
+	start  uint64
+	member bool
+}
+
+// tree tracks a job's process tree: the root (the command vram started)
+// and its descendants, found through the PPid links in /proc.
+//
+// Each scan lists /proc (one getdents), reads /proc/PID/stat of every PID
+// it has not seen before and of every member (to notice exits, PID reuse
+// and zombies), and classifies new PIDs: a process whose parent is a member
+// is a member. A PID listed by the previous scan that is not a member keeps
+// its classification without a read: a process cannot join the tree later
+// (reparenting only ever moves a process to init or to a subreaper, never
+// into a tree it was not part of). The first scan reads every process once.
+//
+// A member stays a member while its (PID, start time) lives, even when its
+// parent exits and it is reparented, so that a worker whose launcher
+// exited is still counted. A descendant whose parent exits before any scan
+// sees it is missed unless vram is a subreaper (Spec.Subreaper): then the
+// orphan is reparented to vram and found through that link.
+//
+// Not safe for concurrent use: the supervisor's sampling goroutine owns it.
+type tree struct {
+	root      string // proc root ("/proc")
+	rootPID   int
+	rootStart uint64
+	self      int // vram's own PID: orphans reparented to a subreaper vram point here
+
+	members map[int]member
+	seen    map[int]seenPID
+	buf     []byte
+	names   []string
+}
+
+func newTree(procRoot string, rootPID int) (*tree, error) {
+	t := &tree{
+		root:    procRoot,
+		rootPID: rootPID,
+		self:    os.Getpid(),
+		members: map[int]member{},
+		seen:    map[int]seenPID{},
+	}
+	st, buf, err := readStat(procRoot, rootPID, nil)
+	t.buf = buf
+	if err != nil {
+		return nil, fmt.Errorf("job process %d: %w", rootPID, err)
+	}
+	t.rootStart = st.start
+	t.members[rootPID] = member{pid: rootPID, ppid: st.ppid, start: st.start, state: st.state, comm: st.comm}
+	return t, nil
+}
+
+// scan refreshes the members. It returns the PIDs that left the tree
+// (exited or replaced) since the last scan.
+func (t *tree) scan() (gone []int, err error) {
+	d, err := os.Open(t.root)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", t.root, err)
+	}
+	t.names, err = d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", t.root, err)
+	}
+	seen := make(map[int]seenPID, len(t.names))
+	var fresh []procStat
+	for _, name := range t.names {
+		if name == "" || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		old, known := t.seen[pid]
+		if known && !old.member {
+			seen[pid] = old
+			continue
+		}
+		var st procStat
+		st, t.buf, err = readStat(t.root, pid, t.buf)
+		if err != nil {
+			continue // exited between the listing and the read, or unreadable
+		}
+		if m, ok := t.members[pid]; ok && m.start == st.start {
+			m.ppid, m.state = st.ppid, st.state
+			t.members[pid] = m
+			seen[pid] = seenPID{start: st.start, member: true}
+			continue
+		}
+		fresh = append(fresh, st)
+	}
+	// Members not confirmed by this scan have exited or been replaced.
+	for pid := range t.members {
+		if s, ok := seen[pid]; !ok || !s.member {
+			gone = append(gone, pid)
+			delete(t.members, pid)
+		}
+	}
+	// Classify the fresh PIDs; a parent may itself be fresh, so repeat
+	// until nothing changes (parents usually come first: one or two passes).
+	for changed := true; changed; {
+		changed = false
+		rest := fresh[:0]
+		for _, st := range fresh {
+			_, parentIn := t.members[st.ppid]
+			isRoot := st.pid == t.rootPID && st.start == t.rootStart
+			if isRoot || parentIn {
+				t.members[st.pid] = member{pid: st.pid, ppid: st.ppid, start: st.start, state: st.state, comm: st.comm}
+				seen[st.pid] = seenPID{start: st.start, member: true}
+				changed = true
+				continue
+			}
+			rest = append(rest, st)
+		}
+		fresh = rest
+	}
+	for _, st := range fresh {
+		seen[st.pid] = seenPID{start: st.start}
+	}
+	t.seen = seen
+	sort.Ints(gone)
+	return gone, nil
+}
+
+// has reports whether pid is a member.
+func (t *tree) has(pid int) bool {
+	_, ok := t.members[pid]
+	return ok
+}
+
+// pids returns the members' PIDs in ascending order.
+func (t *tree) pids() []int {
+	out := make([]int, 0, len(t.members))
+	for pid := range t.members {
+		out = append(out, pid)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// reap collects zombies of the tree that were reparented to vram (when it
+// is a subreaper). The root is left to its exec.Cmd.
+func (t *tree) reap() {
+	for pid, m := range t.members {
+		if pid != t.rootPID && m.ppid == t.self && (m.state == 'Z' || m.state == 'X') {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// signal sends sig to every member, the root first. Before each signal
+// the process's identity is checked again: a pidfd is opened, then
+// /proc/PID/stat is read; only when the start time still matches is the
+// signal sent, through the pidfd, so that a PID reused by an unrelated
+// process between the check and the signal is never hit. Kernels without
+// pidfds fall back to kill(2) right after the check. It returns the PIDs
+// signalled.
+func (t *tree) signal(sig syscall.Signal) (sent []int, err error) {
+	pids := t.pids()
+	sort.SliceStable(pids, func(i, j int) bool { return pids[i] == t.rootPID && pids[j] != t.rootPID })
+	var errs []error
+	for _, pid := range pids {
+		m := t.members[pid]
+		if m.state == 'Z' || m.state == 'X' {
+			continue
+		}
+		ok, err := signalChecked(t.root, pid, m.start, sig)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			sent = append(sent, pid)
+		}
+	}
+	return sent, errors.Join(errs...)
+}
+
+// signalChecked signals pid if it still has the given start time.
+func signalChecked(root string, pid int, start uint64, sig syscall.Signal) (bool, error) {
+	pfd, perr := unix.PidfdOpen(pid, 0)
+	if perr == nil {
+		defer unix.Close(pfd)
+	} else if errors.Is(perr, unix.ESRCH) {
+		return false, nil
+	}
+	st, _, err := readStat(root, pid, nil)
+	if err != nil || st.start != start {
+		return false, nil // gone or replaced: not ours any more
+	}
+	if perr == nil {
+		err = unix.PidfdSendSignal(pfd, sig, nil, 0)
+	} else {
+		err = unix.Kill(pid, sig)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return false, nil
+		}
+		return false, fmt.Errorf("signal %d: %w", pid, err)
+	}
+	return true, nil
+}
+
+// setSubreaper makes vram the reaper of orphans of its descendants.
+func setSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("become a subreaper: %w", err)
+	}
+	return nil
+}
+
+// procPath joins the proc root and a PID.
+func procPath(root string, pid int, name string) string {
+	return filepath.Join(root, strconv.Itoa(pid), name)
+}
