@@ -56,7 +56,24 @@ func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
+	markArgErrorsAsUsage(root)
 	return root
+}
+
+// markArgErrorsAsUsage makes positional-argument errors (cobra's Args
+// validators) usage errors, like flag errors, so they exit with status 2.
+func markArgErrorsAsUsage(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &UsageError{Err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markArgErrorsAsUsage(sub)
+	}
 }
 
 // commands lists the constructors of the top-level commands, in help order.
