@@ -37,5 +37,5 @@ python3 $S/spike.py --gib 8 --hold-ms 10 --times 10 --gap 0.5 > $OUT/spike.json;
 wait $wp; echo "watch rc=$?"
 python3 $S/spike_report.py $OUT/spike.json /tmp/spike_watch.csv > $OUT/spike_report.json; cat $OUT/spike_report.json
 gzip -c /tmp/spike_watch.csv > $OUT/spike_watch.csv.gz
-kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null
+kill "${pids[@]}" 2>/dev/null  # no bare wait: it would also wait for the tee above
 echo "== done $(date -u +%FT%TZ)"
