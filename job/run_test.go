@@ -84,7 +84,6 @@ func TestExitStatusKept(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-
 func TestKilledBySignal(t *testing.T) {
 	f := newFake(t, 80*gib)
 	sigs := make(chan os.Signal, 1)
@@ -378,5 +377,66 @@ func TestJSONKeys(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(csvOut.String()), "\n")
 	if lines[0] != "t_s,job_bytes,gpu0_job_bytes,gpu0_used_bytes" || len(lines) != len(res.Samples)+1 {
 		t.Errorf("CSV header %q, %d lines", lines[0], len(lines))
+	}
+}
+
+func TestFitFakeJob(t *testing.T) {
+	const capacity = 10 * gib
+	a, b := uint64(gib), uint64(3*mib) // fits up to (10−1) GiB / 3 MiB = 3072
+	for _, viaEnv := range []bool{false, true} {
+		t.Run(map[bool]string{false: "placeholder", true: "env"}[viaEnv], func(t *testing.T) {
+			f := newFake(t, capacity)
+			trial := f.spec("batch", "{}")
+			trial.Env = append(trial.Env, "VRAM_FAKEJOB_A="+itoa(int(a)), "VRAM_FAKEJOB_B="+itoa(int(b)), "VRAM_FAKEJOB_CAP="+itoa(capacity))
+			spec := job.FitSpec{Args: trial.Args, Trial: trial}
+			if viaEnv {
+				spec.Args, spec.EnvName = trial.Args[:2], "VRAM_BATCH"
+			}
+			var progress syncBuffer
+			spec.Progress = &progress
+			res, err := job.Fit(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const truth = 3072
+			if !res.Found || res.MaxBatch > truth || float64(truth-res.MaxBatch) > 0.02*truth {
+				t.Errorf("max batch %d, truth %d; %s", res.MaxBatch, truth, res.Stop)
+			}
+			if res.Ran() > 16+3 {
+				t.Errorf("%d trials", res.Ran())
+			}
+			last := res.Trials[len(res.Trials)-1]
+			for _, tr := range res.Trials {
+				if tr.Batch == res.MaxBatch && tr.Outcome != job.Fits {
+					t.Errorf("the answer's trial %+v", tr)
+				}
+				if tr.Outcome == job.Fits && tr.Peak != a+b*uint64(tr.Batch) {
+					t.Errorf("trial %d peak %d, want %d", tr.Batch, tr.Peak, a+b*uint64(tr.Batch))
+				}
+			}
+			if res.Line == nil || res.Line.B < 2.9*mib || res.Line.B > 3.1*mib {
+				t.Errorf("line %+v", res.Line)
+			}
+			if !strings.Contains(progress.String(), "fit: trial 1: batch 1 (first)") || !strings.Contains(progress.String(), "elapsed") {
+				t.Errorf("progress %q", progress.String())
+			}
+			t.Logf("%d trials, last %+v, stop %s", res.Ran(), last.Batch, res.Stop)
+		})
+	}
+}
+
+func TestFitStopsOnOtherFailure(t *testing.T) {
+	f := newFake(t, 10*gib)
+	path, _ := filepath.Abs(filepath.Join("testdata", "oom", "not_oom.txt"))
+	trial := f.spec("stderr", path, "{}") // exit status = the batch: 1 fails
+	res, err := job.Fit(context.Background(), job.FitSpec{Args: trial.Args, Trial: trial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Found || res.Failure == nil || res.Ran() != 1 || !strings.Contains(res.Stop, "exit status 1") {
+		t.Fatalf("found %v, failure %v, stop %q", res.Found, res.Failure, res.Stop)
+	}
+	if tail := res.Failure.Result.Tail; len(tail) == 0 || !strings.Contains(strings.Join(tail, "\n"), "device-side assert") {
+		t.Errorf("tail %q", tail)
 	}
 }
