@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -438,5 +440,52 @@ func TestFitStopsOnOtherFailure(t *testing.T) {
 	}
 	if tail := res.Failure.Result.Tail; len(tail) == 0 || !strings.Contains(strings.Join(tail, "\n"), "device-side assert") {
 		t.Errorf("tail %q", tail)
+	}
+}
+
+func TestHTMLReport(t *testing.T) {
+	f := newFake(t, 1000*mib)
+	spec := f.spec("leak", itoa(100*mib), itoa(2*mib), "20", "2500")
+	spec.Leak, spec.Limit = fastLeak, job.Limit{Percent: 90}
+	spec.Args = append(spec.Args[:0:0], spec.Args...)
+	res := run(t, spec)
+	// Give the result an OOM and a name with markup to escape.
+	res.Args = append(res.Args, "--tag=<a&b>")
+	var b bytes.Buffer
+	if err := res.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	dec := xml.NewDecoder(strings.NewReader(page))
+	var svgs, polylines int
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, page)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "svg":
+				svgs++
+			case "polyline":
+				polylines++
+			case "script", "link", "img":
+				t.Errorf("external or active element <%s>", se.Name.Local)
+			}
+		}
+	}
+	if svgs != 2 || polylines < 3 {
+		t.Errorf("%d charts, %d lines", svgs, polylines)
+	}
+	for _, want := range []string{"peak ", "leak ", "limit ", "&lt;a&amp;b&gt;"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page does not contain %q", want)
+		}
+	}
+	if strings.Contains(page, "http://") && strings.Count(page, "http://") != strings.Count(page, "http://www.w3.org/2000/svg") {
+		t.Error("page refers to an external resource")
 	}
 }
