@@ -19,6 +19,7 @@ import (
 
 	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/cli/replay"
+	"github.com/vramhq/vram/cli/run"
 	"github.com/vramhq/vram/cli/top"
 )
 
@@ -81,6 +82,8 @@ var commands = []func() *cobra.Command{
 	monitor.NewCmdStatus,
 	monitor.NewCmdWatch,
 	top.NewCmd,
+	run.NewCmdRun,
+	run.NewCmdFit,
 	replay.NewCmd,
 }
 
@@ -95,6 +98,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var exit *ExitError
 	if errors.As(err, &exit) {
 		return exit.Code
+	}
+	// A command that chooses its status (vram run keeps its child's)
+	// implements ExitCode; its message, if any, is printed first.
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintf(stderr, "vram: %s\n", msg)
+		}
+		return coded.ExitCode()
 	}
 	fmt.Fprintf(stderr, "vram: %v\n", err)
 	var usage *UsageError

@@ -1,0 +1,233 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramhq/vram/job"
+)
+
+// SchemaFit names the JSON layout of vram fit.
+const SchemaFit = "vram.fit/v1"
+
+type fitFlags struct {
+	common
+	min, max            int
+	margin, tolerance   string
+	trialTimeout        time.Duration
+	envName             string
+	showOutput          bool
+	marginV, toleranceV float64
+}
+
+// NewCmdFit builds vram fit.
+func NewCmdFit() *cobra.Command {
+	f := &fitFlags{}
+	cmd := &cobra.Command{
+		Use:   "fit [flags] -- CMD [ARG...] {}",
+		Short: "Find the largest batch size that fits in GPU memory",
+		Long: `Run CMD once per candidate batch size, with the size where {} stands (or in
+the environment variable --env NAME), each trial a child process watched like
+vram run. A trial fits when it exits 0 without an out-of-memory message (or
+runs until --trial-timeout without one); an OOM message makes it too large; any
+other failure stops the search and shows the end of its error output.
+
+The search doubles from --min until a trial does not fit, then bisects, and
+stops when the largest fitting size is within --tolerance of the smallest
+failing one. With memory figures it fits peak ≈ a + b·batch over the trials
+that fitted to jump to the predicted maximum and to skip sizes that certainly
+do not fit; the answer itself always ran. The recommended size leaves --margin.
+
+The trial command should do a few full training steps at the given batch size
+and exit.`,
+		Example: `  vram fit -- python train.py --steps 3 --batch-size {}
+  vram fit --max 4096 --trial-timeout 2m -- python train.py --batch-size={}
+  vram fit --env BATCH_SIZE --json -- ./bench.sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.FlagErrorFunc()(cmd, errors.New("fit: name the command to run (vram fit -- CMD ARGS... {})"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runFit(cmd, f, args) },
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.IntVar(&f.min, "min", 1, "smallest batch size to try")
+	fl.IntVar(&f.max, "max", 65536, "largest batch size to try")
+	fl.StringVar(&f.margin, "margin", "5%", "safety margin taken off the largest size that fits")
+	fl.StringVar(&f.tolerance, "tolerance", "2%", "stop when the answer is within this fraction of the true maximum")
+	fl.DurationVar(&f.trialTimeout, "trial-timeout", 0, "end a trial after this long; one that ran this long without an OOM fits (0: no timeout)")
+	fl.StringVar(&f.envName, "env", "", "pass the batch size in environment variable `NAME` instead of {}")
+	fl.BoolVar(&f.showOutput, "show-output", false, "pass each trial's output through (default: hidden; the tail is shown on failure)")
+	return cmd
+}
+
+func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
+	if err := f.check(cmd); err != nil {
+		return err
+	}
+	bad := func(err error) error { return cmd.FlagErrorFunc()(cmd, err) }
+	var err error
+	if f.marginV, err = parseFraction("--margin", f.margin); err != nil {
+		return bad(err)
+	}
+	if f.toleranceV, err = parseFraction("--tolerance", f.tolerance); err != nil || f.toleranceV == 0 {
+		if err == nil {
+			err = errors.New("--tolerance must be above 0")
+		}
+		return bad(err)
+	}
+	switch {
+	case f.min < 1 || f.max < f.min:
+		return bad(fmt.Errorf("--min %d --max %d: want 1 ≤ min ≤ max", f.min, f.max))
+	case f.trialTimeout < 0:
+		return bad(fmt.Errorf("--trial-timeout %v: must not be negative", f.trialTimeout))
+	case f.envName == "" && !strings.Contains(strings.Join(args, " "), job.Placeholder):
+		return bad(fmt.Errorf("fit: put %s where the batch size goes in the command, or name a variable with --env", job.Placeholder))
+	case f.envName != "" && strings.ContainsAny(f.envName, "= \t"):
+		return bad(fmt.Errorf("--env %q: not a variable name", f.envName))
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	s := open(stderr, cmd.InOrStdin())
+	defer s.close()
+	trial := s.spec(&f.common, cmd, nil)
+	trial.Timeout, trial.Warn = f.trialTimeout, io.Discard
+	trial.Stdin = nil
+	if !f.showOutput {
+		trial.Stdout, trial.Stderr = nil, nil
+	} else {
+		trial.Stdout = stderr // keep stdout for the table and JSON
+	}
+	// Signals cancel the search: the running trial is ended (SIGTERM, then
+	// SIGKILL after --grace) and the table so far is printed.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	trial.Signals = nil
+	go func() {
+		if _, ok := <-s.relay; ok {
+			fmt.Fprintln(stderr, "vram: signal received: ending the search")
+			cancel()
+		}
+	}()
+	res, err := job.Fit(ctx, job.FitSpec{
+		Args: args, EnvName: f.envName, Min: f.min, Max: f.max, Margin: f.marginV, Tolerance: f.toleranceV,
+		Trial: trial, Progress: stderr,
+	})
+	if err != nil {
+		return startError(err)
+	}
+	if !f.json {
+		writeFitTable(stdout, res, f)
+	}
+	if res.Failure != nil {
+		fmt.Fprintf(stderr, "vram: batch %d failed (exit status %d) without an out-of-memory message; the end of its error output:\n", res.Failure.Batch, res.Failure.ExitCode)
+		for _, l := range res.Failure.Result.Tail {
+			fmt.Fprintf(stderr, "  | %s\n", l)
+		}
+		if len(res.Failure.Result.Tail) == 0 {
+			fmt.Fprintln(stderr, "  (it wrote nothing on standard error)")
+		}
+	}
+	if err := writeJSON(&f.common, stdout, func(w io.Writer) error { return writeFitJSON(w, res, f, args) }); err != nil {
+		return err
+	}
+	if !res.Found {
+		return &exitError{code: 1, msg: "fit: " + res.Stop}
+	}
+	return nil
+}
+
+func writeFitTable(w io.Writer, res *job.FitResult, f *fitFlags) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "trial\tbatch\toutcome\tpeak\tpredicted\tseconds\thow chosen\t")
+	n := 0
+	for _, t := range res.Trials {
+		id := "-"
+		if t.Outcome != job.Skipped {
+			n++
+			id = fmt.Sprint(n)
+		}
+		peak, pred := "-", "-"
+		if t.Peak > 0 {
+			peak = job.FormatBytes(t.Peak)
+		}
+		if t.Predicted > 0 {
+			pred = job.FormatBytes(t.Predicted)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%s\t\n", id, t.Batch, t.Outcome, peak, pred, t.Seconds, t.Why)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if res.Line != nil {
+		fmt.Fprintf(w, "memory ≈ %s + %s per batch element (R² %.3f over %d sizes); capacity for the job %s\n",
+			job.FormatBytes(uint64(max(0, res.Line.A))), job.FormatBytes(uint64(max(0, res.Line.B))), res.Line.R2, res.Line.N, job.FormatBytes(res.Capacity))
+	}
+	if res.Found {
+		fmt.Fprintf(w, "largest batch that fits: %d (%s)\n", res.MaxBatch, res.Stop)
+		fmt.Fprintf(w, "recommended batch:       %d (%.0f%% margin)\n", res.Recommended, 100*f.marginV)
+	} else {
+		fmt.Fprintf(w, "no batch size fits: %s\n", res.Stop)
+	}
+	fmt.Fprintf(w, "%d trials in %s\n", res.Ran(), res.Elapsed.Round(100*time.Millisecond))
+}
+
+type fitJSON struct {
+	Schema      string      `json:"schema"`
+	Command     []string    `json:"command"`
+	Env         string      `json:"env,omitempty"`
+	Found       bool        `json:"found"`
+	MaxBatch    int         `json:"max_batch"`
+	Recommended int         `json:"recommended_batch"`
+	Bound       int         `json:"smallest_failing_batch"`
+	Margin      float64     `json:"margin"`
+	Tolerance   float64     `json:"tolerance"`
+	Stop        string      `json:"stop"`
+	Capacity    uint64      `json:"capacity_bytes"`
+	Line        *lineJSON   `json:"line"`
+	Trials      []job.Trial `json:"trials"`
+	Failure     *failJSON   `json:"failure,omitempty"`
+	Seconds     float64     `json:"seconds"`
+}
+
+type lineJSON struct {
+	A  float64 `json:"a_bytes"`
+	B  float64 `json:"b_bytes_per_batch"`
+	R2 float64 `json:"r2"`
+	N  int     `json:"points"`
+}
+
+type failJSON struct {
+	Batch    int      `json:"batch"`
+	ExitCode int      `json:"exit_code"`
+	Tail     []string `json:"tail"`
+}
+
+func writeFitJSON(w io.Writer, res *job.FitResult, f *fitFlags, args []string) error {
+	out := fitJSON{Schema: SchemaFit, Env: f.envName, Found: res.Found, MaxBatch: res.MaxBatch, Recommended: res.Recommended,
+		Bound: res.Bound, Margin: f.marginV, Tolerance: f.toleranceV, Command: args, Stop: res.Stop, Capacity: res.Capacity,
+		Trials: res.Trials, Seconds: res.Elapsed.Seconds()}
+	if out.Trials == nil {
+		out.Trials = []job.Trial{}
+	}
+	if res.Line != nil {
+		out.Line = &lineJSON{A: res.Line.A, B: res.Line.B, R2: res.Line.R2, N: res.Line.N}
+	}
+	if res.Failure != nil {
+		out.Failure = &failJSON{Batch: res.Failure.Batch, ExitCode: res.Failure.ExitCode, Tail: res.Failure.Result.Tail}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}

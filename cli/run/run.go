@@ -1,0 +1,331 @@
+// Package run holds the vram run and vram fit commands: run a GPU job as a
+// child process and explain its memory (peak, steady state, leak, OOM
+// cause, an optional hard limit), and search the largest batch size that
+// fits. The work is done by package job; this package reads the flags,
+// opens NVML and writes the reports.
+//
+// Output conventions: the job's own standard output and error pass through
+// unchanged; vram's report, notices and progress go to stderr; --json
+// writes to stdout (after the job's own output) or to --json-file. vram run
+// exits with the job's status (128+N when signal N killed it), 127 when the
+// command is not found, 126 when it cannot be executed.
+//
+// Without NVML (no driver, a container without the GPU) both commands
+// still run the job, keep its status and read OOM messages; they say once
+// on stderr that memory figures are unavailable and why.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/job"
+)
+
+// Env is what the commands take from the outside world; tests replace it.
+type Env struct {
+	// OpenSource opens the memory source; an error means no memory figures
+	// (the message says why).
+	OpenSource func() (job.Source, func(), error)
+	Procs      func() gpu.ProcSource
+	// Notify and Stop subscribe to signals (os/signal's by default).
+	Notify func(c chan<- os.Signal, sig ...os.Signal)
+	Stop   func(c chan<- os.Signal)
+	// Foreground reports whether vram runs in the foreground process group
+	// of the terminal on fd.
+	Foreground func(fd int) bool
+	Subreaper  bool
+}
+
+var env = Env{
+	OpenSource: func() (job.Source, func(), error) {
+		h, err := gpu.OpenNVML()
+		if err != nil {
+			return nil, nil, err
+		}
+		src, err := job.NewGPUSource(h)
+		if err != nil {
+			h.Close()
+			return nil, nil, err
+		}
+		return src, func() { h.Close() }, nil
+	},
+	Procs: func() gpu.ProcSource {
+		p, err := gpu.NewProcFS("/proc", nil)
+		if err != nil {
+			return nil
+		}
+		return p
+	},
+	Notify:     signal.Notify,
+	Stop:       signal.Stop,
+	Foreground: foreground,
+	Subreaper:  true,
+}
+
+// foreground reports whether fd is a terminal whose foreground process
+// group is vram's.
+func foreground(fd int) bool {
+	pg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return err == nil && pg == unix.Getpgrp()
+}
+
+// forwarded are the signals vram passes to the job.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// exitError carries the status vram exits with; Msg (may be empty) is
+// printed first.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// ExitCode is the status vram exits with.
+func (e *exitError) ExitCode() int { return e.code }
+
+// common are the flags run and fit share.
+type common struct {
+	interval time.Duration
+	grace    time.Duration
+	json     bool
+	jsonFile string
+}
+
+func (c *common) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.DurationVar(&c.interval, "interval", job.DefaultInterval, "sampling interval of GPU memory (10ms to 10s)")
+	fl.DurationVar(&c.grace, "grace", job.DefaultGrace, "time between SIGTERM and SIGKILL when vram ends a job")
+	fl.BoolVar(&c.json, "json", false, "write the result as JSON to stdout (after the job's own output)")
+	fl.StringVar(&c.jsonFile, "json-file", "", "write the result as JSON to `FILE`")
+	fl.SetInterspersed(false)
+}
+
+func (c *common) check(cmd *cobra.Command) error {
+	if c.interval < 10*time.Millisecond || c.interval > 10*time.Second {
+		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--interval %v: must be between 10ms and 10s", c.interval))
+	}
+	if c.grace <= 0 {
+		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--grace %v: must be positive", c.grace))
+	}
+	return nil
+}
+
+// session is what a command sets up around the job: the memory source and
+// the signal relay.
+type session struct {
+	src     job.Source
+	note    string
+	closeFn func()
+	sigs    chan os.Signal
+	relay   chan os.Signal
+	procs   gpu.ProcSource
+}
+
+func open(stderr io.Writer, stdin io.Reader) *session {
+	s := &session{procs: env.Procs()}
+	src, closeFn, err := env.OpenSource()
+	if err != nil {
+		s.note = err.Error()
+		fmt.Fprintf(stderr, "vram: memory figures unavailable: %v; the command still runs, and its exit status and out-of-memory messages are still read\n", err)
+	} else {
+		s.src, s.closeFn = src, closeFn
+	}
+	s.sigs, s.relay = make(chan os.Signal, 8), make(chan os.Signal, 8)
+	env.Notify(s.sigs, forwarded...)
+	fd := -1
+	if f, ok := stdin.(*os.File); ok {
+		fd = int(f.Fd())
+	}
+	go func() {
+		for sig := range s.sigs {
+			// The terminal sends SIGINT and SIGQUIT to the whole
+			// foreground group, the job included: do not send them twice.
+			if (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && fd >= 0 && env.Foreground(fd) {
+				continue
+			}
+			s.relay <- sig
+		}
+	}()
+	return s
+}
+
+func (s *session) close() {
+	env.Stop(s.sigs)
+	close(s.sigs)
+	if s.closeFn != nil {
+		s.closeFn()
+	}
+}
+
+func (s *session) spec(c *common, cmd *cobra.Command, args []string) job.Spec {
+	return job.Spec{
+		Args: args, Stdin: cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Warn: cmd.ErrOrStderr(),
+		Source: s.src, SourceNote: s.note, Procs: s.procs, Interval: c.interval, Grace: c.grace,
+		Signals: s.relay, Subreaper: env.Subreaper,
+	}
+}
+
+// startError turns a failure to start the command into the shell's status.
+func startError(err error) error {
+	code := 1
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
+		code = 127
+	case errors.Is(err, os.ErrPermission):
+		code = 126
+	}
+	return &exitError{code: code, msg: err.Error()}
+}
+
+// writeJSON writes v's JSON to stdout and/or the file.
+func writeJSON(c *common, stdout io.Writer, write func(io.Writer) error) error {
+	if c.json {
+		if err := write(stdout); err != nil {
+			return err
+		}
+	}
+	if c.jsonFile != "" {
+		return writeFile(c.jsonFile, write)
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+type runFlags struct {
+	common
+	csv, report string
+	limit       string
+	quiet       bool
+}
+
+// NewCmdRun builds vram run.
+func NewCmdRun() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARG...]",
+		Short: "Run a GPU job and explain its memory: peak, steady state, leak, OOM cause, hard limit",
+		Long: `Run CMD with its input and output passed through, and watch the GPU memory of
+its whole process tree (the command and every descendant) at --interval.
+When it exits, print on stderr: the true peak (value, time, GPU, process), the
+steady state (median floor after warm-up), a sparkline, the leak verdict, the
+out-of-memory verdict with its cause (demand above capacity, fragmentation,
+another process holding memory, or a leak) and the time spent above 90 % of
+the GPU's capacity. vram exits with the job's status (128+N when signal N
+killed it).
+
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to the job
+(SIGINT and SIGQUIT from a terminal already reach it and are not sent twice).
+
+--limit caps the job's memory on each GPU (a size or a percentage of the GPU):
+a warning at 90 %, SIGTERM to the job's processes at the limit, SIGKILL after
+--grace.`,
+		Example: `  vram run -- python train.py --batch-size 64
+  vram run --json-file run.json --report run.html -- torchrun --nproc-per-node 2 train.py
+  vram run --limit 40GiB -- python serve.py
+  vram run --limit 50% --grace 30s -- ./job.sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.FlagErrorFunc()(cmd, errors.New("run: name the command to run (vram run -- CMD ARGS...)"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd, f, args) },
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.csv, "csv", "", "write the samples as CSV to `FILE`")
+	fl.StringVar(&f.report, "report", "", "write a self-contained HTML report to `FILE`")
+	fl.StringVar(&f.limit, "limit", "", "cap the job's memory per GPU: a size (8GiB) or a percentage of the GPU (50%)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print the report on stderr")
+	return cmd
+}
+
+func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
+	if err := f.check(cmd); err != nil {
+		return err
+	}
+	var limit job.Limit
+	if f.limit != "" {
+		l, err := job.ParseLimit(f.limit)
+		if err != nil {
+			return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--limit: %w", err))
+		}
+		limit = l
+	}
+	stderr := cmd.ErrOrStderr()
+	s := open(stderr, cmd.InOrStdin())
+	defer s.close()
+	if limit.Set() && s.src == nil {
+		fmt.Fprintln(stderr, "vram: --limit cannot be enforced without memory figures")
+	}
+	spec := s.spec(&f.common, cmd, args)
+	spec.Limit = limit
+	res, err := job.Run(context.Background(), spec)
+	if err != nil {
+		return startError(err)
+	}
+	if !f.quiet {
+		res.WriteText(stderr)
+	}
+	var errs []error
+	errs = append(errs, writeJSON(&f.common, cmd.OutOrStdout(), res.WriteJSON))
+	if f.csv != "" {
+		errs = append(errs, writeFile(f.csv, res.WriteCSV))
+	}
+	if f.report != "" {
+		errs = append(errs, writeFile(f.report, res.WriteHTML))
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(stderr, "vram: %v\n", err)
+		if res.ExitCode == 0 {
+			return &exitError{code: 1}
+		}
+	}
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
+}
+
+// parseFraction reads "5%", "0.05" or "5" (read as percent when above 1).
+func parseFraction(name, s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pct := strings.HasSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(t, "%"), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want a percentage such as 5%%", name, s)
+	}
+	if pct || v >= 1 {
+		v /= 100
+	}
+	if v < 0 || v >= 1 {
+		return 0, fmt.Errorf("%s %q: must be at least 0%% and below 100%%", name, s)
+	}
+	return v, nil
+}

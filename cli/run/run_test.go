@@ -1,0 +1,251 @@
+package run_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vramhq/vram/cli"
+	"github.com/vramhq/vram/cli/run"
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/job"
+	"github.com/vramhq/vram/job/jobtest"
+)
+
+func TestMain(m *testing.M) {
+	jobtest.Main()
+	os.Exit(m.Run())
+}
+
+const (
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+// testEnv has a fake memory source on dir (nil: no NVML) and records the
+// signal channel.
+type testEnv struct {
+	mu   sync.Mutex
+	sigs chan<- os.Signal
+}
+
+func (te *testEnv) env(src job.Source, fg bool) run.Env {
+	e := run.DefaultEnv()
+	e.OpenSource = func() (job.Source, func(), error) {
+		if src == nil {
+			return nil, nil, errors.New("NVML library libnvidia-ml.so.1 not found")
+		}
+		return src, func() {}, nil
+	}
+	e.Procs = func() gpu.ProcSource { return nil }
+	e.Notify = func(c chan<- os.Signal, _ ...os.Signal) {
+		te.mu.Lock()
+		te.sigs = c
+		te.mu.Unlock()
+	}
+	e.Stop = func(chan<- os.Signal) {}
+	e.Foreground = func(int) bool { return fg }
+	e.Subreaper = false
+	return e
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func vram(t *testing.T, e run.Env, args ...string) (stdout, stderr *syncBuffer, code int) {
+	t.Helper()
+	old := run.SetEnv(e)
+	defer run.SetEnv(old)
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	code = cli.Main(args, devnull, stdout, stderr)
+	return stdout, stderr, code
+}
+
+// fakeArgs is "vram ARGS... -- <fake job>"; the fake job's environment
+// comes through vram's own (set with t.Setenv).
+func fakeArgs(t *testing.T, dir string, vramArgs []string, jobArgs ...string) []string {
+	cmd, _ := jobtest.Command(dir, jobArgs...)
+	t.Setenv(jobtest.Env, "1")
+	t.Setenv(jobtest.DirEnv, dir)
+	return append(append(vramArgs, "--"), cmd...)
+}
+
+func TestRunKeepsStatusAndWritesFiles(t *testing.T) {
+	dir := t.TempDir()
+	out := t.TempDir()
+	src := jobtest.NewFileSource(dir, 80*gib)
+	te := &testEnv{}
+	jsonPath, csvPath, htmlPath := filepath.Join(out, "r.json"), filepath.Join(out, "r.csv"), filepath.Join(out, "r.html")
+	args := fakeArgs(t, dir, []string{"run", "--interval", "10ms", "--json-file", jsonPath, "--csv", csvPath, "--report", htmlPath}, "mem", strconv.Itoa(300*mib), "300")
+	_, stderr, code := vram(t, te.env(src, false), args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"peak        300.00 MiB", "steady", "leak", "OOM         no out-of-memory message"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stderr)
+		}
+	}
+	var rep map[string]any
+	b, err := os.ReadFile(jsonPath)
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("JSON file: %v", err)
+	}
+	if rep["schema"] != job.SchemaRun || rep["peak_bytes"].(float64) != 300*mib || rep["exit_code"].(float64) != 0 {
+		t.Errorf("JSON %v", rep)
+	}
+	for _, p := range []string{csvPath, htmlPath} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+
+	_, _, code = vram(t, te.env(src, false), fakeArgs(t, dir, []string{"run", "-q"}, "exit", "7")...)
+	if code != 7 {
+		t.Errorf("exit status %d, want the job's 7", code)
+	}
+}
+
+func TestRunWithoutNVML(t *testing.T) {
+	dir := t.TempDir()
+	te := &testEnv{}
+	path, _ := filepath.Abs(filepath.Join("..", "..", "job", "testdata", "oom", "pytorch_2x_fragmented.txt"))
+	stdout, stderr, code := vram(t, te.env(nil, false), fakeArgs(t, dir, []string{"run", "--json"}, "stderr", path, "1")...)
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	if n := strings.Count(stderr.String(), "memory figures unavailable"); n != 1 {
+		t.Errorf("said %d times that memory figures are unavailable:\n%s", n, stderr)
+	}
+	var rep job.Report
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if !rep.OOM.Detected || rep.OOM.Cause != job.CauseFragmentation || rep.Memory {
+		t.Errorf("oom %+v memory %v", rep.OOM, rep.Memory)
+	}
+}
+
+func TestSignalsFromTheTerminalAreNotDoubled(t *testing.T) {
+	for _, fg := range []bool{true, false} {
+		dir := t.TempDir()
+		te := &testEnv{}
+		go func() {
+			for {
+				te.mu.Lock()
+				c := te.sigs
+				te.mu.Unlock()
+				if c != nil {
+					time.Sleep(300 * time.Millisecond) // the job is up and listening
+					c <- syscall.SIGINT
+					if fg { // not forwarded: the job is still there
+						time.Sleep(100 * time.Millisecond)
+						c <- syscall.SIGUSR1
+					}
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		stdout, _, code := vram(t, te.env(nil, fg), fakeArgs(t, dir, []string{"run", "-q"}, "signals")...)
+		want := map[bool]string{true: "got SIGUSR1", false: "got SIGINT"}[fg]
+		if code != 42 || !strings.Contains(stdout.String(), want) {
+			t.Errorf("foreground %v: exit %d, output %q, want %q", fg, code, stdout, want)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	te := &testEnv{}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "name the command to run"},
+		{[]string{"run", "--limit", "150%", "--", "true"}, "(0, 100]"},
+		{[]string{"run", "--interval", "1ms", "--", "true"}, "--interval 1ms"},
+		{[]string{"fit", "--", "train"}, "put {} where the batch size goes"},
+		{[]string{"fit", "--min", "0", "--", "train", "{}"}, "want 1 ≤ min ≤ max"},
+		{[]string{"fit", "--margin", "x", "--", "train", "{}"}, "--margin"},
+		{[]string{"fit", "--tolerance", "0", "--", "train", "{}"}, "--tolerance"},
+	}
+	for _, tt := range tests {
+		_, stderr, code := vram(t, te.env(nil, false), tt.args...)
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	_, stderr, code := vram(t, te.env(nil, false), "run", "--", "/nonexistent/cmd")
+	if code != 127 || !strings.Contains(stderr.String(), "/nonexistent/cmd") {
+		t.Errorf("missing command: exit %d, %q", code, stderr)
+	}
+}
+
+func TestFitCommand(t *testing.T) {
+	dir := t.TempDir()
+	src := jobtest.NewFileSource(dir, 10*gib)
+	te := &testEnv{}
+	t.Setenv("VRAM_FAKEJOB_A", strconv.Itoa(gib))
+	t.Setenv("VRAM_FAKEJOB_B", strconv.Itoa(4*mib))
+	t.Setenv("VRAM_FAKEJOB_CAP", strconv.Itoa(10*gib))
+	args := fakeArgs(t, dir, []string{"fit", "--interval", "10ms", "--json", "--max", "8192"}, "batch", "{}")
+	stdout, stderr, code := vram(t, te.env(src, false), args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Max         int `json:"max_batch"`
+		Recommended int `json:"recommended_batch"`
+		Trials      []struct {
+			Batch   int     `json:"batch"`
+			Outcome string  `json:"outcome"`
+			Peak    uint64  `json:"peak_bytes"`
+			Seconds float64 `json:"seconds"`
+		} `json:"trials"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	const truth = 9 * 1024 / 4 // (10 GiB − 1 GiB) / 4 MiB
+	if rep.Max > truth || float64(truth-rep.Max) > 0.02*truth || rep.Recommended != rep.Max*95/100 {
+		t.Errorf("max %d recommended %d, truth %d", rep.Max, rep.Recommended, truth)
+	}
+	if len(rep.Trials) == 0 || rep.Trials[0].Batch != 1 || rep.Trials[0].Outcome != "fits" || rep.Trials[0].Peak != gib+4*mib || rep.Trials[0].Seconds <= 0 {
+		t.Errorf("trials %+v", rep.Trials)
+	}
+	if !strings.Contains(stderr.String(), "fit: trial 1: batch 1 (first)") {
+		t.Errorf("no progress on stderr: %s", stderr)
+	}
+	// The table form.
+	stdout, _, code = vram(t, te.env(src, false), append([]string{"fit", "--interval", "10ms", "--max", "8192"}, args[6:]...)...)
+	if code != 0 || !strings.Contains(stdout.String(), "largest batch that fits:") || !strings.Contains(stdout.String(), "outcome") {
+		t.Errorf("exit %d, table:\n%s", code, stdout)
+	}
+}
