@@ -61,6 +61,7 @@ type block struct {
 	left       *block // neighbours in the free index's class list while free
 	right      *block
 	state      blockState
+	unmapped   bool     // a free arena block with no page mapped (paged.go)
 	eventCount int32    // outstanding events (pending blocks)
 	uses       []Stream // streams other than stream that used the block
 	seq        uint64   // allocation number, unique per allocation
@@ -77,6 +78,7 @@ type segment struct {
 	head       *block // first block, lowest address
 	lastUse    uint64 // allocation number of the last alloc or free in it (LRU)
 	prealloc   bool   // from prealloc_bytes: kept until Close
+	arena      *arena // the page-mapped arena this segment is, or nil
 }
 
 // pendingEvent is an event recorded on a stream that used a freed block.
@@ -122,6 +124,7 @@ type Allocator struct {
 	leaks         []leakRecord
 	siteCache     map[uintptr]Frame
 	closed        bool
+	pg            *pagedState // page-mapped mode, nil when off
 
 	sampleTick atomic.Uint64 // allocations seen by sampled call-site recording
 }
@@ -175,6 +178,11 @@ func New(dev Device, cfg Config) (*Allocator, error) {
 		a.trace = newTraceRing(cfg.TraceEvents)
 	}
 	a.traceOrigin = time.Now()
+	if cfg.PageMapped {
+		if err := a.initPagedLocked(); err != nil {
+			return nil, fmt.Errorf("alloc: %w", err)
+		}
+	}
 	if cfg.PreallocBytes > 0 {
 		size := roundUp(cfg.PreallocBytes, roundLarge)
 		seg, err := a.newSegmentLocked(size, poolLarge, 0)
@@ -304,16 +312,29 @@ func (a *Allocator) mallocLocked(req uint64, s Stream, stack *callStack) (*block
 		a.st.numOOMs++
 		return nil, a.oomErrorLocked(req, req, req, s, fmt.Errorf("request larger than %d bytes", uint64(maxRequestSize)))
 	}
+	if a.pg != nil {
+		if err := a.pagedTickLocked(); err != nil {
+			return nil, err
+		}
+	}
 	size := a.roundSize(req)
 	p := poolOf(size)
 	b := a.takeFreeLocked(p, size, s)
 	if b == nil {
 		var err error
-		if b, err = a.growLocked(p, size, req, s); err != nil {
+		if a.pg != nil && p == poolLarge {
+			b, err = a.pagedGrowLocked(size, req, s)
+		} else {
+			b, err = a.growLocked(p, size, req, s)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	a.allocFoundLocked(b, size, req, stack)
+	if a.pg != nil {
+		a.pg.notePeak(a.st.s[statActiveBytes][poolLarge+1].Current)
+	}
 	return b, nil
 }
 
@@ -336,7 +357,7 @@ func (a *Allocator) takeFreeLocked(p int, size uint64, s Stream) *block {
 
 func (a *Allocator) shouldSplit(b *block, size uint64) bool {
 	rest := b.size - size
-	if b.seg.pool == poolSmall {
+	if b.seg.pool == poolSmall || b.seg.arena != nil {
 		return rest >= minBlockSize
 	}
 	return size < a.maxSplit && rest > smallSize
@@ -508,7 +529,7 @@ func (a *Allocator) freeBlockLocked(b *block) error {
 		}
 	}
 	b.state = stateFree
-	if prev := b.prev; prev != nil && prev.state == stateFree {
+	if prev := b.prev; prev != nil && prev.state == stateFree && !prev.unmapped {
 		a.pools[p].remove(prev)
 		a.st.dec(statInactiveSplit, p, 1)
 		a.st.dec(statInactiveSplitBytes, p, int64(prev.size))
@@ -522,7 +543,7 @@ func (a *Allocator) freeBlockLocked(b *block) error {
 		}
 		a.recycle(prev)
 	}
-	if next := b.next; next != nil && next.state == stateFree {
+	if next := b.next; next != nil && next.state == stateFree && !next.unmapped {
 		a.pools[p].remove(next)
 		a.st.dec(statInactiveSplit, p, 1)
 		a.st.dec(statInactiveSplitBytes, p, int64(next.size))
@@ -583,6 +604,11 @@ func (a *Allocator) growLocked(p int, size, req uint64, s Stream) (*block, error
 	if _, rerr := a.releaseCachedLocked(); rerr != nil {
 		return nil, rerr
 	}
+	if a.pg != nil {
+		if _, rerr := a.releaseIdleLocked(0, 1); rerr != nil {
+			return nil, rerr
+		}
+	}
 	seg, err = a.newSegmentLocked(want, p, s)
 	if err == nil {
 		return seg.head, nil
@@ -635,7 +661,7 @@ func (a *Allocator) newSegmentLocked(size uint64, p int, s Stream) (*segment, er
 
 // releasable reports whether seg holds one free block and may be returned.
 func (seg *segment) releasable() bool {
-	return !seg.prealloc && seg.head.next == nil && seg.head.state == stateFree
+	return !seg.prealloc && seg.arena == nil && seg.head.next == nil && seg.head.state == stateFree
 }
 
 // releaseSegmentLocked returns a releasable segment to the device. On a
@@ -709,7 +735,13 @@ func (a *Allocator) releaseLRULocked(need uint64) (uint64, error) {
 func (a *Allocator) EmptyCache() (released uint64, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.releaseCachedLocked()
+	released, err = a.releaseCachedLocked()
+	if err == nil && a.pg != nil {
+		var n uint64
+		n, err = a.releaseIdleLocked(0, 1)
+		released += n
+	}
+	return released, err
 }
 
 // Close releases all device memory, preallocated segments included. It
@@ -726,6 +758,11 @@ func (a *Allocator) Close() error {
 	}
 	if err := a.synchronizeEventsLocked(); err != nil {
 		return fmt.Errorf("alloc: close: %w", err)
+	}
+	if a.pg != nil {
+		if err := a.closePagedLocked(); err != nil {
+			return fmt.Errorf("alloc: close: %w", err)
+		}
 	}
 	for _, seg := range append([]*segment(nil), a.segs...) {
 		seg.prealloc = false

@@ -83,6 +83,20 @@ type Config struct {
 	// TraceEvents is the size of the ring buffer of allocation events kept
 	// for WriteTraceCSV (0: no trace). Key trace_events.
 	TraceEvents int
+	// PageMapped serves large-pool requests from physical pages mapped
+	// into reserved address ranges, which move to where they are needed
+	// (see "Page-mapped mode" in the package documentation). The device
+	// must implement VirtualMemory. Key page_mapped (true, false).
+	PageMapped bool
+	// PageReleaseSlack, in (0, 1]: in page-mapped mode, the idle pages
+	// kept beyond what the last two release windows needed, as a fraction
+	// of their peak (0: the default, 0.03). Key page_release_slack.
+	PageReleaseSlack float64
+	// PageReleaseWindow is the number of allocations in a release window
+	// of the page-mapped mode (0: the default, 4096; -1: never release
+	// idle pages on its own, only on EmptyCache, at the cap and at Close).
+	// Key page_release_window (a count, or off).
+	PageReleaseWindow int
 }
 
 // PoisonByte is the value written over freed blocks when PoisonOnFree is set.
@@ -160,6 +174,7 @@ func splitTopLevel(s string) []string {
 
 var configKeys = []string{
 	"garbage_collection_threshold", "max_bytes", "max_fraction", "max_split_size_mb",
+	"page_mapped", "page_release_slack", "page_release_window",
 	"poison_on_free", "prealloc_bytes", "record_call_sites", "roundup_power2_divisions",
 	"sample_rate", "trace_events",
 }
@@ -202,6 +217,24 @@ func (c *Config) set(key, val string) error {
 		if err != nil {
 			err = fmt.Errorf("want true or false")
 		}
+	case "page_mapped":
+		c.PageMapped, err = strconv.ParseBool(val)
+		if err != nil {
+			err = fmt.Errorf("want true or false")
+		}
+	case "page_release_slack":
+		c.PageReleaseSlack, err = parseFraction(val)
+	case "page_release_window":
+		if strings.EqualFold(val, "off") {
+			c.PageReleaseWindow = -1
+			break
+		}
+		var n int64
+		n, err = strconv.ParseInt(val, 10, 32)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("want a positive number of allocations, or off")
+		}
+		c.PageReleaseWindow = int(n)
 	case "trace_events":
 		var n int64
 		n, err = strconv.ParseInt(val, 10, 32)
@@ -251,6 +284,18 @@ func (c *Config) validate() error {
 		if d > 1 && d&(d-1) != 0 {
 			return fmt.Errorf("roundup_power2_divisions: %d divisions (interval %d) is not a power of two", d, i)
 		}
+	}
+	if c.PageReleaseSlack < 0 || c.PageReleaseSlack > 1 || math.IsNaN(c.PageReleaseSlack) {
+		return fmt.Errorf("page_release_slack: %v is out of range (0, 1]", c.PageReleaseSlack)
+	}
+	if c.PageReleaseWindow < -1 {
+		return fmt.Errorf("page_release_window: %d is not a count of allocations (-1 is off)", c.PageReleaseWindow)
+	}
+	if c.PageMapped && c.MaxSplitSize != 0 {
+		return fmt.Errorf("max_split_size_mb cannot be combined with page_mapped: free pages are remapped instead of kept whole")
+	}
+	if c.PageMapped && c.PreallocBytes != 0 {
+		return fmt.Errorf("prealloc_bytes cannot be combined with page_mapped")
 	}
 	if c.MaxBytes != 0 && c.PreallocBytes > c.MaxBytes {
 		return fmt.Errorf("prealloc_bytes: %d is more than max_bytes %d", c.PreallocBytes, c.MaxBytes)
@@ -434,6 +479,18 @@ func (c Config) String() string {
 	}
 	if c.TraceEvents != 0 {
 		parts = append(parts, "trace_events:"+strconv.Itoa(c.TraceEvents))
+	}
+	if c.PageMapped {
+		parts = append(parts, "page_mapped:true")
+	}
+	if c.PageReleaseSlack != 0 {
+		parts = append(parts, "page_release_slack:"+strconv.FormatFloat(c.PageReleaseSlack, 'g', -1, 64))
+	}
+	switch {
+	case c.PageReleaseWindow < 0:
+		parts = append(parts, "page_release_window:off")
+	case c.PageReleaseWindow > 0:
+		parts = append(parts, "page_release_window:"+strconv.Itoa(c.PageReleaseWindow))
 	}
 	return strings.Join(parts, ",")
 }

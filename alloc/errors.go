@@ -42,7 +42,10 @@ type OutOfMemoryError struct {
 	FreeReserve         uint64 // in free cached blocks (all pools and streams)
 	LargestFreeBlock    uint64 // largest free cached block
 	Cap                 uint64 // most the allocator may reserve
-	Cause               error  // why the last growth failed
+	// PageMapped: the request was for the page-mapped pool, where free
+	// physical memory cannot be fragmented (idle pages are remapped).
+	PageMapped bool
+	Cause      error // why the last growth failed
 }
 
 // Unwrap makes errors.Is(err, ErrOutOfMemory) true and exposes the cause.
@@ -78,9 +81,12 @@ func (e *OutOfMemoryError) Error() string {
 	if e.Cause != nil {
 		fmt.Fprintf(&b, "Last attempt: %v. ", e.Cause)
 	}
+	if e.PageMapped {
+		b.WriteString("Page-mapped mode: physical memory cannot be fragmented here, every cached page that no live block touches was remapped to serve this request before failing; what stays reserved but unallocated lies in pages shared with live blocks or in the small pool. ")
+	}
 	b.WriteString("Cached segments with no live block were already released. To fix: ")
 	var tips []string
-	if e.FreeReserve >= e.Rounded && e.LargestFreeBlock < e.Rounded {
+	if !e.PageMapped && e.FreeReserve >= e.Rounded && e.LargestFreeBlock < e.Rounded {
 		tips = append(tips, "the free reserve is large enough but split between live blocks: set max_split_size_mb in VRAM_ALLOC_CONF (oversize blocks are then kept whole) or roundup_power2_divisions (fewer distinct sizes), or free long-lived allocations made between short-lived ones")
 	}
 	tips = append(tips, "free allocations you no longer need (LiveBySite lists live memory by call site)",
@@ -104,6 +110,7 @@ func (a *Allocator) oomErrorLocked(req, size, want uint64, s Stream, cause error
 		Stream:      s,
 		DeviceTotal: a.total,
 		Cap:         a.capBytes,
+		PageMapped:  a.pg != nil && poolOf(size) == poolLarge,
 		Cause:       cause,
 	}
 	if free, total, err := a.dev.MemInfo(); err == nil {

@@ -64,7 +64,11 @@ func (a *Allocator) CheckInvariants() error {
 			fail("segments %#x and %#x overlap or are out of order", a.segs[i-1].addr, seg.addr)
 		}
 		add(statSegment, seg.pool, 1)
-		add(statReservedBytes, seg.pool, int64(seg.size))
+		if seg.arena != nil {
+			add(statReservedBytes, seg.pool, int64(a.countMappedLocked(seg.arena)))
+		} else {
+			add(statReservedBytes, seg.pool, int64(seg.size))
+		}
 		if seg.size >= a.maxSplit {
 			oversizeSegs++
 		}
@@ -89,7 +93,7 @@ func (a *Allocator) CheckInvariants() error {
 			if b.next != nil && b.next.prev != b {
 				fail("block %#x: broken links", b.addr)
 			}
-			if b.next != nil && b.state == stateFree && b.next.state == stateFree {
+			if b.next != nil && b.state == stateFree && b.next.state == stateFree && b.unmapped == b.next.unmapped {
 				fail("blocks %#x and %#x are both free and adjacent", b.addr, b.next.addr)
 			}
 			end = b.addr + b.size
@@ -118,6 +122,9 @@ func (a *Allocator) CheckInvariants() error {
 				add(statActiveBytes, seg.pool, int64(b.size))
 				add(statRequestedBytes, seg.pool, int64(b.requested))
 			case stateFree:
+				if b.unmapped {
+					break // an arena's address space with no page: not in a pool
+				}
 				freeBlocks[b] = true
 				if b.isSplit() {
 					add(statInactiveSplit, seg.pool, 1)
@@ -196,6 +203,9 @@ func (a *Allocator) CheckInvariants() error {
 	}
 	if pending != a.pendingEvents {
 		fail("%d queued events, count says %d", pending, a.pendingEvents)
+	}
+	if a.pg != nil {
+		a.checkPagedLocked(fail)
 	}
 	return errors.Join(errs...)
 }

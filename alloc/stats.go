@@ -47,8 +47,12 @@ type Stats struct {
 
 	NumAllocRetries     int64 `json:"num_alloc_retries"`    // growths retried after releasing the cache
 	NumOOMs             int64 `json:"num_ooms"`             // out-of-memory errors returned
-	NumDeviceAlloc      int64 `json:"num_device_alloc"`     // Device.Malloc calls that succeeded
-	NumDeviceFree       int64 `json:"num_device_free"`      // Device.Free calls that succeeded
+	NumDeviceAlloc      int64 `json:"num_device_alloc"`     // Device.Malloc and MemCreate calls that succeeded
+	NumDeviceFree       int64 `json:"num_device_free"`      // Device.Free and MemRelease calls that succeeded
+	NumMemMap           int64 `json:"num_mem_map"`          // pages mapped (page-mapped mode)
+	NumMemUnmap         int64 `json:"num_mem_unmap"`        // pages unmapped (page-mapped mode)
+	NumStreamSyncs      int64 `json:"num_stream_syncs"`     // streams waited for before unmapping
+	NumPageReleases     int64 `json:"num_page_releases"`    // batches of idle pages released
 	NumSyncAllStreams   int64 `json:"num_sync_all_streams"` // waits for all outstanding events
 	OversizeAllocations Stat  `json:"oversize_allocations"` // allocations of max_split_size or more
 	OversizeSegments    Stat  `json:"oversize_segments"`    // segments of max_split_size or more
@@ -86,6 +90,10 @@ type statsState struct {
 	numDeviceAlloc      int64
 	numDeviceFree       int64
 	numSyncAllStreams   int64
+	numMemMap           int64
+	numMemUnmap         int64
+	numStreamSyncs      int64
+	numPageTrims        int64
 }
 
 func (st *statsState) inc(kind, pool int, n int64) {
@@ -115,6 +123,10 @@ func (st *statsState) export(maxSplit uint64) Stats {
 		NumDeviceAlloc:      st.numDeviceAlloc,
 		NumDeviceFree:       st.numDeviceFree,
 		NumSyncAllStreams:   st.numSyncAllStreams,
+		NumMemMap:           st.numMemMap,
+		NumMemUnmap:         st.numMemUnmap,
+		NumStreamSyncs:      st.numStreamSyncs,
+		NumPageReleases:     st.numPageTrims,
 		OversizeAllocations: st.oversizeAllocations,
 		OversizeSegments:    st.oversizeSegments,
 		MaxSplitSize:        -1,
@@ -163,6 +175,10 @@ func (s Stats) Map() map[string]int64 {
 	m["num_device_alloc"] = s.NumDeviceAlloc
 	m["num_device_free"] = s.NumDeviceFree
 	m["num_sync_all_streams"] = s.NumSyncAllStreams
+	m["num_mem_map"] = s.NumMemMap
+	m["num_mem_unmap"] = s.NumMemUnmap
+	m["num_stream_syncs"] = s.NumStreamSyncs
+	m["num_page_releases"] = s.NumPageReleases
 	m["max_split_size"] = s.MaxSplitSize
 	return m
 }
@@ -194,4 +210,5 @@ func (a *Allocator) ResetAccumulatedStats() {
 	a.st.oversizeSegments.Allocated, a.st.oversizeSegments.Freed = 0, 0
 	a.st.numAllocRetries, a.st.numOOMs = 0, 0
 	a.st.numDeviceAlloc, a.st.numDeviceFree, a.st.numSyncAllStreams = 0, 0, 0
+	a.st.numMemMap, a.st.numMemUnmap, a.st.numStreamSyncs, a.st.numPageTrims = 0, 0, 0, 0
 }

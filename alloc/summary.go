@@ -131,15 +131,19 @@ type Snapshot struct {
 
 // SegmentInfo is one segment and its blocks.
 type SegmentInfo struct {
-	Address       uint64      `json:"address"`
-	TotalSize     uint64      `json:"total_size"`
-	AllocatedSize uint64      `json:"allocated_size"`
-	ActiveSize    uint64      `json:"active_size"`
-	RequestedSize uint64      `json:"requested_size"`
-	Stream        Stream      `json:"stream"`
-	SegmentType   string      `json:"segment_type"` // "small" or "large"
-	Preallocated  bool        `json:"preallocated,omitempty"`
-	Blocks        []BlockInfo `json:"blocks"` // by address
+	Address       uint64 `json:"address"`
+	TotalSize     uint64 `json:"total_size"`
+	AllocatedSize uint64 `json:"allocated_size"`
+	ActiveSize    uint64 `json:"active_size"`
+	RequestedSize uint64 `json:"requested_size"`
+	Stream        Stream `json:"stream"`
+	SegmentType   string `json:"segment_type"` // "small" or "large"
+	Preallocated  bool   `json:"preallocated,omitempty"`
+	// PageMapped marks an arena of the page-mapped mode: TotalSize is then
+	// the bytes of mapped pages, and Blocks leaves out the free ranges
+	// that have no page mapped (so the blocks do not tile the arena).
+	PageMapped bool        `json:"page_mapped,omitempty"`
+	Blocks     []BlockInfo `json:"blocks"` // by address
 }
 
 // BlockInfo is one block. State is "active_allocated", "active_pending_free"
@@ -164,7 +168,13 @@ func (a *Allocator) Snapshot() Snapshot {
 		if seg.pool == poolSmall {
 			si.SegmentType = "small"
 		}
+		if seg.arena != nil {
+			si.PageMapped, si.TotalSize = true, seg.arena.mapped
+		}
 		for b := seg.head; b != nil; b = b.next {
+			if b.unmapped {
+				continue
+			}
 			bi := BlockInfo{Address: b.addr, Size: b.size, RequestedSize: b.requested, State: b.state.String(), Stream: b.stream}
 			if b.state == stateAllocated {
 				si.AllocatedSize += b.size

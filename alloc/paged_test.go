@@ -1,0 +1,586 @@
+package alloc_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/vramhq/vram/alloc"
+	"github.com/vramhq/vram/alloc/sim"
+)
+
+var paged = alloc.Config{PageMapped: true}
+
+// fill writes a pattern derived from seed over the whole of [p, p+n).
+func fill(t testing.TB, d alloc.Device, p, n uint64, seed byte) {
+	t.Helper()
+	if err := d.CopyHtoD(p, pattern(n, seed)); err != nil {
+		t.Fatalf("writing %#x+%d: %v", p, n, err)
+	}
+}
+
+func pattern(n uint64, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+// same checks that [p, p+n) still holds the pattern of seed.
+func same(t testing.TB, d alloc.Device, p, n uint64, seed byte) {
+	t.Helper()
+	got := make([]byte, n)
+	if err := d.CopyDtoH(got, p); err != nil {
+		t.Fatalf("reading %#x+%d: %v", p, n, err)
+	}
+	if !bytes.Equal(got, pattern(n, seed)) {
+		t.Fatalf("contents of %#x+%d changed", p, n)
+	}
+}
+
+func TestPagedNeedsVirtualMemory(t *testing.T) {
+	type plain struct{ alloc.Device } // hides the VirtualMemory methods
+	_, err := alloc.New(plain{newDev(t, giB)}, paged)
+	if err == nil || !strings.Contains(err.Error(), "VirtualMemory") {
+		t.Fatalf("New on a device without VirtualMemory: %v", err)
+	}
+}
+
+// Freed pages stay mapped and serve the next request of any size that
+// fits them without a device call.
+func TestPagedCachedReuse(t *testing.T) {
+	a, d := newAlloc(t, giB, paged)
+	var ps []uint64
+	for range 8 {
+		ps = append(ps, mustMalloc(t, a, 16*miB, 0))
+	}
+	for _, p := range ps {
+		mustFree(t, a, p)
+	}
+	before := d.Calls()
+	for range 4 {
+		mustMalloc(t, a, 32*miB, 0)
+	}
+	if after := d.Calls(); after.Allocation() != before.Allocation() {
+		t.Errorf("4×32 MiB after 8×16 MiB freed: %d device calls, want none", after.Allocation()-before.Allocation())
+	}
+	if r := a.Stats().ReservedBytes.All.Current; r != 128*miB {
+		t.Errorf("reserved %d MiB, want 128", r/miB)
+	}
+}
+
+// A request that fits no free range is mapped from idle pages taken from
+// elsewhere, not from new physical memory, and the live blocks keep their
+// contents.
+func TestPagedRemapIdlePages(t *testing.T) {
+	a, d := newAlloc(t, giB, paged)
+	var ps [4]uint64
+	for i := range ps {
+		ps[i] = mustMalloc(t, a, 16*miB, 0)
+		fill(t, d, ps[i], 16*miB, byte(i))
+	}
+	mustFree(t, a, ps[0])
+	mustFree(t, a, ps[2])
+	st0, c0 := a.Stats(), d.Calls()
+	p := mustMalloc(t, a, 32*miB, 0) // two 16 MiB holes, none fits
+	check(t, a)
+	st1, c1 := a.Stats(), d.Calls()
+	if c1.MemCreate != c0.MemCreate {
+		t.Errorf("%d pages created, want 0 (16 idle pages were cached)", c1.MemCreate-c0.MemCreate)
+	}
+	if got := c1.MemMap - c0.MemMap; got != 16 {
+		t.Errorf("%d pages mapped, want 16", got)
+	}
+	if got := c1.MemUnmap - c0.MemUnmap; got != 16 {
+		t.Errorf("%d pages unmapped, want 16", got)
+	}
+	if st1.ReservedBytes.All.Current != st0.ReservedBytes.All.Current {
+		t.Errorf("reserved went from %d to %d", st0.ReservedBytes.All.Current, st1.ReservedBytes.All.Current)
+	}
+	if got, want := st1.NumMemMap-st0.NumMemMap, int64(16); got != want {
+		t.Errorf("num_mem_map grew by %d, want %d", got, want)
+	}
+	if m := d.Stats().MappedBytes; m != uint64(st1.ReservedBytes.All.Current) {
+		t.Errorf("device maps %d bytes, allocator reserves %d", m, st1.ReservedBytes.All.Current)
+	}
+	fill(t, d, p, 32*miB, 9)
+	same(t, d, ps[1], 16*miB, 1)
+	same(t, d, ps[3], 16*miB, 3)
+	same(t, d, p, 32*miB, 9)
+}
+
+// Physical memory is created only for the pages that idle ones cannot cover.
+func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
+	a, d := newAlloc(t, giB, paged)
+	x := mustMalloc(t, a, 10*miB, 0)
+	y := mustMalloc(t, a, 10*miB, 0)
+	mustFree(t, a, x) // 5 idle pages
+	c0 := d.Calls()
+	mustMalloc(t, a, 30*miB, 0)
+	c1 := d.Calls()
+	if got := c1.MemCreate - c0.MemCreate; got != 10 {
+		t.Errorf("%d pages created for 15 needed with 5 idle, want 10", got)
+	}
+	mustFree(t, a, y)
+}
+
+func TestPagedSmallPoolUnchanged(t *testing.T) {
+	a, d := newAlloc(t, giB, paged)
+	p := mustMalloc(t, a, 4096, 0)
+	if c := d.Calls(); c.Malloc != 1 || c.MemCreate != 0 {
+		t.Errorf("small request: %d Malloc, %d MemCreate; want a 2 MiB segment", c.Malloc, c.MemCreate)
+	}
+	mustFree(t, a, p)
+}
+
+func TestPagedOutOfMemoryAtCap(t *testing.T) {
+	cfg := paged
+	cfg.MaxBytes = 64 * miB
+	a, d := newAlloc(t, giB, cfg)
+	p := []uint64{mustMalloc(t, a, 20*miB, 0), mustMalloc(t, a, 20*miB, 0), mustMalloc(t, a, 20*miB, 0)}
+	mustFree(t, a, p[1])
+	q := mustMalloc(t, a, 24*miB, 0) // 10 idle pages remapped, 2 created: 64 MiB
+	if r := a.Stats().ReservedBytes.All.Current; r != 64*miB {
+		t.Fatalf("reserved %d MiB, want 64", r/miB)
+	}
+	_, err := a.Malloc(4*miB, 0)
+	var oom *alloc.OutOfMemoryError
+	if !errors.As(err, &oom) || !errors.Is(err, alloc.ErrOutOfMemory) {
+		t.Fatalf("Malloc past the cap: %v", err)
+	}
+	if !oom.PageMapped || !strings.Contains(err.Error(), "Page-mapped mode") || strings.Contains(err.Error(), "max_split_size_mb") {
+		t.Errorf("OOM message does not explain the page-mapped mode: %v", err)
+	}
+	if s := a.Stats(); s.NumOOMs != 1 || s.NumAllocRetries != 1 {
+		t.Errorf("num_ooms %d, num_alloc_retries %d; want 1, 1", s.NumOOMs, s.NumAllocRetries)
+	}
+	if d.Stats().PhysBytes > 64*miB {
+		t.Errorf("device holds %d bytes of physical memory past the cap", d.Stats().PhysBytes)
+	}
+	for _, x := range []uint64{p[0], p[2], q} {
+		mustFree(t, a, x)
+	}
+	mustMalloc(t, a, 60*miB, 0) // everything is idle now: fits by remapping
+}
+
+// The device's own out-of-memory error (another process took the memory)
+// takes the same release-and-retry path.
+func TestPagedDeviceFull(t *testing.T) {
+	a, d := newAlloc(t, 64*miB, paged)
+	p := mustMalloc(t, a, 32*miB, 0)
+	d.SetReservedByOthers(30 * miB)
+	_, err := a.Malloc(8*miB, 0)
+	if !errors.Is(err, alloc.ErrOutOfMemory) || !errors.Is(err, alloc.ErrDeviceOutOfMemory) {
+		t.Fatalf("Malloc with the device full: %v", err)
+	}
+	d.SetReservedByOthers(0)
+	mustMalloc(t, a, 8*miB, 0)
+	mustFree(t, a, p)
+}
+
+func TestPagedEmptyCache(t *testing.T) {
+	a, d := newAlloc(t, giB, paged)
+	var ps []uint64
+	for i := range 10 {
+		ps = append(ps, mustMalloc(t, a, uint64(3+i)*miB+512*uint64(i), 0))
+	}
+	for i, p := range ps {
+		if i%3 != 0 {
+			mustFree(t, a, p)
+		}
+	}
+	if a.IdlePages() == 0 {
+		t.Fatal("no idle pages before EmptyCache")
+	}
+	released, err := a.EmptyCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, a)
+	if n := a.IdlePages(); n != 0 {
+		t.Errorf("%d idle pages after EmptyCache", n)
+	}
+	s := a.Stats()
+	if released == 0 || s.NumDeviceFree == 0 {
+		t.Errorf("EmptyCache released %d bytes with %d MemRelease", released, s.NumDeviceFree)
+	}
+	if m := d.Stats().PhysBytes; m != uint64(s.ReservedBytes.All.Current) {
+		t.Errorf("device holds %d physical bytes, allocator reserves %d", m, s.ReservedBytes.All.Current)
+	}
+	for i, p := range ps {
+		if i%3 == 0 {
+			mustFree(t, a, p)
+		}
+	}
+	if _, err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.ReservedBytes.All.Current != 0 {
+		t.Errorf("reserved %d after freeing everything and EmptyCache", s.ReservedBytes.All.Current)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.Stats(); st.InUse != 0 || st.Reservations != 0 {
+		t.Errorf("after Close: %d bytes in use, %d reservations", st.InUse, st.Reservations)
+	}
+}
+
+// The release policy: idle pages that two windows did not need go back,
+// in one batch; a workload that keeps returning to its peak keeps them.
+func TestPagedReleasePolicy(t *testing.T) {
+	cfg := paged
+	cfg.PageReleaseWindow = 64
+	t.Run("phase change", func(t *testing.T) {
+		a, _ := newAlloc(t, giB, cfg)
+		var big []uint64
+		for range 20 {
+			big = append(big, mustMalloc(t, a, 10*miB, 0))
+		}
+		for _, p := range big {
+			mustFree(t, a, p)
+		}
+		for range 300 { // a steady 20 MiB for several windows
+			p := mustMalloc(t, a, 10*miB, 0)
+			q := mustMalloc(t, a, 10*miB, 0)
+			mustFree(t, a, p)
+			mustFree(t, a, q)
+		}
+		s := a.Stats()
+		if r := s.ReservedBytes.All.Current; r > 22*miB {
+			t.Errorf("reserved %d MiB after the peak of 200 MiB gave way to 20 MiB, want at most 22", r/miB)
+		}
+		if s.NumPageReleases == 0 || s.NumPageReleases > 3 {
+			t.Errorf("%d release batches, want 1 to 3", s.NumPageReleases)
+		}
+	})
+	t.Run("periodic peak", func(t *testing.T) {
+		a, d := newAlloc(t, giB, cfg)
+		for range 100 { // peak of 100 MiB every 20 allocations
+			var ps []uint64
+			for range 10 {
+				ps = append(ps, mustMalloc(t, a, 10*miB, 0))
+			}
+			for _, p := range ps {
+				mustFree(t, a, p)
+			}
+			for range 10 {
+				mustFree(t, a, mustMalloc(t, a, 10*miB, 0))
+			}
+		}
+		if c := d.Calls(); c.MemRelease != 0 || c.MemCreate != 50 {
+			t.Errorf("%d pages created and %d released; want 50 and none", c.MemCreate, c.MemRelease)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		cfg := paged
+		cfg.PageReleaseWindow = -1
+		a, d := newAlloc(t, giB, cfg)
+		for range 10000 {
+			mustFree(t, a, mustMalloc(t, a, 4*miB, 0))
+		}
+		if c := d.Calls(); c.MemRelease != 0 {
+			t.Errorf("%d pages released with the window off", c.MemRelease)
+		}
+	})
+}
+
+func TestPagedStreamsAndSnapshot(t *testing.T) {
+	a, d := newAlloc(t, giB, paged)
+	s1 := d.NewStream()
+	p := mustMalloc(t, a, 12*miB, 0)
+	q := mustMalloc(t, a, 12*miB, s1)
+	if a.ArenaCount() != 2 {
+		t.Errorf("%d arenas for two streams, want 2", a.ArenaCount())
+	}
+	mustFree(t, a, q) // stream 1's pages are idle now
+	c0 := d.Calls()
+	mustMalloc(t, a, 12*miB, 0) // no mapped fit on stream 0: takes stream 1's pages
+	if c := d.Calls(); c.MemCreate != c0.MemCreate {
+		t.Errorf("%d pages created although stream 1 had 6 idle", c.MemCreate-c0.MemCreate)
+	}
+	snap := a.Snapshot()
+	var mapped uint64
+	for _, seg := range snap.Segments {
+		if !seg.PageMapped {
+			t.Errorf("segment %#x is not page-mapped", seg.Address)
+		}
+		mapped += seg.TotalSize
+		for _, b := range seg.Blocks {
+			if b.Size > seg.TotalSize {
+				t.Errorf("snapshot shows a block of %d bytes in a segment of %d mapped", b.Size, seg.TotalSize)
+			}
+		}
+	}
+	if want := uint64(a.Stats().ReservedBytes.All.Current); mapped != want {
+		t.Errorf("snapshot segments hold %d bytes, reserved is %d", mapped, want)
+	}
+	if s := a.Summary(); !strings.Contains(s, "GPU reserved memory") {
+		t.Errorf("summary:\n%s", s)
+	}
+	mustFree(t, a, p)
+}
+
+// Faults in the middle of the page work leave the allocator consistent
+// and lose no live data.
+func TestPagedDeviceFaults(t *testing.T) {
+	for _, tc := range []struct {
+		kind    sim.Kind
+		nth     uint64
+		stream  alloc.Stream
+		wantErr bool // false: an out-of-memory fault, recovered by the retry
+	}{
+		{sim.KindMemCreate, 2, 0, false},
+		{sim.KindMemMap, 2, 0, true},
+		{sim.KindMemMap, 6, 0, true}, // on a page just created
+		{sim.KindMemSetAccess, 1, 0, true},
+		{sim.KindMemUnmap, 3, 0, true},
+		{sim.KindAddressReserve, 1, 1, true},
+	} {
+		t.Run(fmt.Sprintf("%v#%d", tc.kind, tc.nth), func(t *testing.T) {
+			a, d := newAlloc(t, giB, paged)
+			x := mustMalloc(t, a, 8*miB, 0)
+			y := mustMalloc(t, a, 8*miB, 0)
+			fill(t, d, y, 8*miB, 5)
+			mustFree(t, a, x) // 4 idle pages; 20 MiB needs 6 more
+			remove := d.FailNth(tc.kind, tc.nth)
+			p, err := a.Malloc(20*miB, tc.stream)
+			remove()
+			check(t, a)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Malloc with a failing %v: %v", tc.kind, err)
+			}
+			if err == nil {
+				mustFree(t, a, p)
+			}
+			same(t, d, y, 8*miB, 5)
+			z := mustMalloc(t, a, 20*miB, tc.stream)
+			fill(t, d, z, 20*miB, 6)
+			same(t, d, z, 20*miB, 6)
+			same(t, d, y, 8*miB, 5)
+			mustFree(t, a, y)
+			mustFree(t, a, z)
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if st := d.Stats(); st.InUse != 0 {
+				t.Errorf("%d bytes in use after Close", st.InUse)
+			}
+		})
+	}
+}
+
+// TestPagedPropertyRandomOps is TestPropertyRandomOps in page-mapped mode,
+// with tags at both ends of every allocation (so remapping a page that a
+// live block uses would be caught), EmptyCache leaving no idle page, and
+// the device's view (mapped and physical bytes) matching the statistics.
+func TestPagedPropertyRandomOps(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := alloc.Config{PageMapped: true}
+		if rapid.Bool().Draw(t, "cap") {
+			cfg.MaxBytes = uint64(rapid.IntRange(32, 256).Draw(t, "capMiB")) << 20
+		}
+		if rapid.Bool().Draw(t, "window") {
+			cfg.PageReleaseWindow = rapid.IntRange(1, 64).Draw(t, "windowAllocs")
+			cfg.PageReleaseSlack = rapid.Float64Range(0.001, 0.5).Draw(t, "slack")
+		}
+		if rapid.Bool().Draw(t, "divisions") {
+			for i := range cfg.RoundupPower2Divisions {
+				cfg.RoundupPower2Divisions[i] = 4
+			}
+		}
+		cfg.PoisonOnFree = rapid.IntRange(0, 3).Draw(t, "poison") == 0
+		gran := uint64(2 * miB)
+		if rapid.Bool().Draw(t, "smallPages") {
+			gran = 64 << 10
+		}
+		dev := sim.MustNew(sim.Config{Capacity: 256 << 20, HoldEvents: true, Granularity: gran})
+		a, err := alloc.New(syncDev{dev}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &model{a: a, dev: dev, live: map[uint64]liveAlloc{}}
+		streams := []alloc.Stream{0, 1, 2}
+		verify := func(t *rapid.T) {
+			if err := m.verify(); err != nil {
+				t.Fatal(err)
+			}
+			for p, la := range m.live {
+				if err := m.checkTag(p, la); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, ds := a.Stats(), dev.Stats()
+			large := uint64(s.ReservedBytes.LargePool.Current)
+			if ds.MappedBytes != large || ds.PhysBytes != large {
+				t.Fatalf("large pool reserves %d, device maps %d and holds %d physical", large, ds.MappedBytes, ds.PhysBytes)
+			}
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"alloc": func(t *rapid.T) {
+				if err := m.alloc(drawSize(t), rapid.SampledFrom(streams).Draw(t, "stream")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"free": func(t *rapid.T) {
+				p, _, ok := m.pick(t)
+				if !ok {
+					t.Skip("nothing live")
+				}
+				if err := m.free(p); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"recordStream": func(t *rapid.T) {
+				p, _, ok := m.pick(t)
+				if !ok {
+					t.Skip("nothing live")
+				}
+				if err := a.RecordStream(p, rapid.SampledFrom(streams).Draw(t, "use")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"completeEvents": func(t *rapid.T) {
+				dev.CompleteEvents()
+			},
+			"emptyCache": func(t *rapid.T) {
+				if _, err := a.EmptyCache(); err != nil {
+					t.Fatal(err)
+				}
+				if n := a.IdlePages(); n != 0 {
+					t.Fatalf("%d idle pages left after EmptyCache", n)
+				}
+			},
+			"failingCreate": func(t *rapid.T) {
+				remove := dev.FailNth(sim.KindMemCreate, uint64(rapid.IntRange(1, 3).Draw(t, "nth")))
+				defer remove()
+				if err := m.alloc(rapid.Uint64Range(1<<20+1, 64<<20).Draw(t, "size"), rapid.SampledFrom(streams).Draw(t, "stream")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"": verify,
+		})
+		for p := range m.live {
+			if err := m.free(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if st := dev.Stats(); st.InUse != 0 || st.Reservations != 0 {
+			t.Fatalf("after Close: %d bytes in use, %d reservations", st.InUse, st.Reservations)
+		}
+	})
+}
+
+// Many goroutines, each on its own stream, allocate, write, check and free
+// large blocks while the pages move between them.
+func TestPagedConcurrent(t *testing.T) {
+	cfg := paged
+	cfg.MaxBytes = 256 * miB
+	cfg.PageReleaseWindow = 32
+	a, d := newAlloc(t, giB, cfg)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := alloc.Stream(g)
+			for i := range 60 {
+				n := uint64(1+(i*7+g*3)%20) * miB / 2
+				p, err := a.Malloc(n, s)
+				if errors.Is(err, alloc.ErrOutOfMemory) {
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				want := pattern(4096, byte(g*31+i))
+				if err := d.CopyHtoD(p+n-4096, want); err != nil {
+					errs <- err
+					return
+				}
+				got := make([]byte, 4096)
+				if err := d.CopyDtoH(got, p+n-4096); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(got, want) {
+					errs <- fmt.Errorf("goroutine %d: block %#x overwritten", g, p)
+					return
+				}
+				if err := a.Free(p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	check(t, a)
+}
+
+func TestParsePagedConfig(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want alloc.Config
+		err  string
+	}{
+		{in: "page_mapped:true", want: alloc.Config{PageMapped: true}},
+		{in: "page_mapped:true,page_release_slack:0.1,page_release_window:100", want: alloc.Config{PageMapped: true, PageReleaseSlack: 0.1, PageReleaseWindow: 100}},
+		{in: "page_mapped:true,page_release_window:off", want: alloc.Config{PageMapped: true, PageReleaseWindow: -1}},
+		{in: "page_mapped:maybe", err: "page_mapped"},
+		{in: "page_release_window:0", err: "page_release_window"},
+		{in: "page_release_slack:2", err: "page_release_slack"},
+		{in: "page_mapped:true,max_split_size_mb:64", err: "max_split_size_mb"},
+		{in: "page_mapped:true,prealloc_bytes:1GiB", err: "prealloc_bytes"},
+	} {
+		got, err := alloc.ParseConfig(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseConfig(%q) = %v, want an error naming %s", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseConfig(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			continue
+		}
+		if back, err := alloc.ParseConfig(got.String()); err != nil || back != got {
+			t.Errorf("round trip of %q through %q: %+v, %v", tc.in, got.String(), back, err)
+		}
+	}
+}
+
+func Example_pageMapped() {
+	dev := sim.MustNew(sim.Config{Capacity: 1 << 30})
+	cfg, _ := alloc.ParseConfig("page_mapped:true")
+	a, _ := alloc.New(dev, cfg)
+	var ps []uint64
+	for range 4 {
+		p, _ := a.Malloc(16<<20, 0)
+		ps = append(ps, p)
+	}
+	a.Free(ps[0])
+	a.Free(ps[2])
+	// Two 16 MiB holes, neither fits 32 MiB: their pages are moved.
+	p, _ := a.Malloc(32<<20, 0)
+	s := a.Stats()
+	fmt.Printf("reserved %d MiB, pages created %d, mapped %d, unmapped %d\n",
+		s.ReservedBytes.All.Current>>20, s.NumDeviceAlloc, s.NumMemMap, s.NumMemUnmap)
+	a.Free(p)
+	// Output: reserved 64 MiB, pages created 32, mapped 48, unmapped 16
+}
