@@ -1,0 +1,297 @@
+// replay: drive PyTorch's CUDA caching allocator (or plain cudaMalloc and
+// cudaFree) natively with an allocation trace in RMM's CSV log format, time
+// every operation on the host and print one JSON object shaped like
+// `vram replay --json`, so that both run side by side on the same trace.
+//
+// Usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--device N]
+//
+// The trace must be plain CSV (build.sh's run step gunzips it first):
+//   Thread,Time,Action,Pointer,Size,Stream
+// with actions "allocate", "allocate failure" (skipped) and "free". Pointers
+// only pair a free with its allocation. Every record runs on the current
+// (default) stream; records naming another stream are counted.
+//
+// caching mode calls c10::cuda::CUDACachingAllocator::init(device count) and
+// then raw_alloc / raw_delete per record; PYTORCH_CUDA_ALLOC_CONF (for
+// example expandable_segments:True) selects its mode as usual. Peaks and
+// device allocation counts come from getDeviceStats.
+// cudamalloc mode calls cudaMalloc / cudaFree per record; its reserved peak
+// is the device's used memory (cudaMemGetInfo) at the live peak minus the
+// used memory at the start, read outside the timed region.
+//
+// --verify writes a byte pattern over every allocation (cudaMemset) and
+// checks its first and last bytes (cudaMemcpy) before the free, outside the
+// timed region; a mismatch is counted and makes the exit status 1.
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Record {
+  enum Kind { kAlloc, kFree, kFailure } kind;
+  uint64_t ptr;
+  uint64_t size;
+  uint64_t stream;
+};
+
+[[noreturn]] void die(const std::string& msg) {
+  std::cerr << "replay: " << msg << "\n";
+  std::exit(2);
+}
+
+void checkCuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+// readTrace parses the CSV log; a malformed line names its line number.
+std::vector<Record> readTrace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) die("cannot open " + path);
+  std::vector<Record> out;
+  std::string line;
+  size_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (lineno == 1 && line.rfind("Thread,", 0) == 0) continue;
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string field;
+    while (std::getline(ss, field, ',')) f.push_back(field);
+    if (f.size() != 6) die(path + ":" + std::to_string(lineno) + ": want 6 fields, got " + std::to_string(f.size()));
+    Record r{};
+    if (f[2] == "allocate") {
+      r.kind = Record::kAlloc;
+    } else if (f[2] == "free") {
+      r.kind = Record::kFree;
+    } else if (f[2] == "allocate failure") {
+      r.kind = Record::kFailure;
+    } else {
+      die(path + ":" + std::to_string(lineno) + ": unknown action \"" + f[2] + "\"");
+    }
+    char* end = nullptr;
+    r.ptr = std::strtoull(f[3].c_str(), &end, 16);
+    if (r.kind != Record::kFailure && (end == f[3].c_str() || *end != '\0'))
+      die(path + ":" + std::to_string(lineno) + ": bad pointer \"" + f[3] + "\"");
+    r.size = std::strtoull(f[4].c_str(), &end, 10);
+    if (end == f[4].c_str() || *end != '\0') die(path + ":" + std::to_string(lineno) + ": bad size \"" + f[4] + "\"");
+    r.stream = std::strtoull(f[5].c_str(), &end, 0);
+    out.push_back(r);
+  }
+  return out;
+}
+
+int64_t percentile(std::vector<int64_t>& v, double q) {
+  if (v.empty()) return 0;
+  size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// timerOverhead is the median cost of an empty steady_clock pair.
+int64_t timerOverhead() {
+  std::vector<int64_t> s(100000);
+  for (auto& x : s) {
+    auto t0 = Clock::now();
+    auto t1 = Clock::now();
+    x = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  }
+  return percentile(s, 0.5);
+}
+
+uint8_t patternOf(uint64_t n) { return static_cast<uint8_t>(0x5A ^ (n * 131)); }
+
+std::string jsonString(const char* s) {
+  if (s == nullptr) return "null";
+  std::string out = "\"";
+  for (const char* p = s; *p; ++p) {
+    if (*p == '"' || *p == '\\') out += '\\';
+    out += *p;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path, mode = "caching";
+  bool verify = false;
+  int device = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--mode" && i + 1 < argc) {
+      mode = argv[++i];
+    } else if (a == "--verify") {
+      verify = true;
+    } else if (a == "--device" && i + 1 < argc) {
+      device = std::atoi(argv[++i]);
+    } else if (!a.empty() && a[0] != '-' && path.empty()) {
+      path = a;
+    } else {
+      die("usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--device N]");
+    }
+  }
+  if (path.empty()) die("usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--device N]");
+  if (mode != "caching" && mode != "cudamalloc") die("unknown --mode \"" + mode + "\" (caching or cudamalloc)");
+  const bool caching = mode == "caching";
+
+  std::vector<Record> trace = readTrace(path);
+  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  checkCuda(cudaFree(nullptr), "creating the context");
+  int count = 0;
+  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (caching) c10::cuda::CUDACachingAllocator::init(count);
+  size_t free0 = 0, total = 0;
+  checkCuda(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+
+  const int64_t overhead = timerOverhead();
+  std::vector<int64_t> ns;
+  ns.reserve(trace.size());
+  struct Live {
+    void* p;
+    uint64_t size;
+    uint8_t pattern;
+  };
+  std::unordered_map<uint64_t, Live> live;  // by trace pointer
+  uint64_t liveBytes = 0, peakLive = 0, peakUsedDelta = 0;
+  int64_t allocs = 0, frees = 0, failures = 0, unknownFrees = 0, reused = 0, otherStreams = 0, verifyErrors = 0;
+  int64_t oomRecord = -1, n = 0;
+  std::string oomWhat;
+  auto start = Clock::now();
+
+  for (const Record& r : trace) {
+    ++n;
+    if (r.stream != 0) ++otherStreams;
+    if (r.kind == Record::kFailure) {
+      ++failures;
+      continue;
+    }
+    if (r.kind == Record::kAlloc) {
+      if (live.count(r.ptr)) ++reused;  // the earlier allocation stays live (leaked)
+      void* p = nullptr;
+      auto t0 = Clock::now();
+      try {
+        if (caching) {
+          p = c10::cuda::CUDACachingAllocator::raw_alloc(r.size);
+        } else if (cudaMalloc(&p, r.size) != cudaSuccess) {
+          p = nullptr;
+        }
+      } catch (const c10::Error& e) {
+        oomWhat = e.what_without_backtrace();
+        p = nullptr;
+      }
+      auto t1 = Clock::now();
+      if (p == nullptr && r.size > 0) {
+        if (oomWhat.empty()) oomWhat = cudaGetErrorString(cudaGetLastError());
+        oomRecord = n;
+        break;
+      }
+      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+      ++allocs;
+      const uint8_t pat = patternOf(static_cast<uint64_t>(allocs));
+      live[r.ptr] = Live{p, r.size, pat};
+      liveBytes += r.size;
+      if (liveBytes > peakLive) {
+        peakLive = liveBytes;
+        if (!caching) {
+          size_t f = 0, t = 0;
+          checkCuda(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+          peakUsedDelta = std::max<uint64_t>(peakUsedDelta, free0 > f ? free0 - f : 0);
+        }
+      }
+      if (verify && r.size > 0) checkCuda(cudaMemset(p, pat, r.size), "cudaMemset");
+      continue;
+    }
+    auto it = live.find(r.ptr);
+    if (it == live.end()) {
+      ++unknownFrees;
+      continue;
+    }
+    void* p = it->second.p;
+    const uint64_t size = it->second.size;
+    if (verify && size > 0) {
+      const uint8_t want = it->second.pattern;
+      uint8_t got[8];
+      size_t k = std::min<uint64_t>(size, sizeof got);
+      checkCuda(cudaMemcpy(got, p, k, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      for (size_t j = 0; j < k; ++j) verifyErrors += got[j] != want;
+      checkCuda(cudaMemcpy(got, static_cast<char*>(p) + size - k, k, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      for (size_t j = 0; j < k; ++j) verifyErrors += got[j] != want;
+    }
+    auto t0 = Clock::now();
+    if (caching) {
+      c10::cuda::CUDACachingAllocator::raw_delete(p);
+    } else {
+      checkCuda(cudaFree(p), "cudaFree");
+    }
+    auto t1 = Clock::now();
+    ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    ++frees;
+    liveBytes -= size;
+    live.erase(it);
+  }
+  checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  for (auto& x : ns) x = std::max<int64_t>(0, x - overhead);
+  std::vector<int64_t> sorted = ns;
+  int64_t p50 = percentile(sorted, 0.50), p99 = percentile(sorted, 0.99);
+  int64_t maxNs = sorted.empty() ? 0 : *std::max_element(sorted.begin(), sorted.end());
+
+  int64_t peakReserved = static_cast<int64_t>(peakUsedDelta), peakAllocated = -1;
+  int64_t numDeviceAlloc = allocs, numDeviceFree = frees;
+  if (caching) {
+    auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    peakReserved = st.reserved_bytes[0].peak;  // index 0: all pools
+    peakAllocated = st.allocated_bytes[0].peak;
+    numDeviceAlloc = st.num_device_alloc;
+    numDeviceFree = st.num_device_free;
+  }
+  int64_t leaked = static_cast<int64_t>(live.size());
+  for (auto& kv : live) {
+    if (caching) {
+      c10::cuda::CUDACachingAllocator::raw_delete(kv.second.p);
+    } else {
+      cudaFree(kv.second.p);
+    }
+  }
+
+  std::printf(
+      "{\"trace\":%s,\"mode\":%s,\"alloc_conf\":%s,\"records\":%zu,\"ops\":%lld,\"allocs\":%lld,"
+      "\"frees\":%lld,\"skipped_failures\":%lld,\"unknown_frees\":%lld,\"reused_pointers\":%lld,"
+      "\"other_stream_records\":%lld,\"leaked_allocs\":%lld,\"peak_live_bytes\":%llu,"
+      "\"peak_reserved_bytes\":%lld,\"peak_allocated_bytes\":%lld,\"reserved_over_live\":%.4f,"
+      "\"num_device_alloc\":%lld,\"num_device_free\":%lld,\"ns_per_op_p50\":%lld,\"ns_per_op_p99\":%lld,"
+      "\"ns_per_op_max\":%lld,\"timer_overhead_ns\":%lld,\"total_seconds\":%.6f,\"verify\":%s,"
+      "\"verify_errors\":%lld,\"oom_record\":%lld,\"oom\":%s}\n",
+      jsonString(path.c_str()).c_str(), jsonString(mode.c_str()).c_str(),
+      jsonString(std::getenv("PYTORCH_CUDA_ALLOC_CONF")).c_str(), trace.size(), static_cast<long long>(allocs + frees),
+      static_cast<long long>(allocs), static_cast<long long>(frees), static_cast<long long>(failures),
+      static_cast<long long>(unknownFrees), static_cast<long long>(reused), static_cast<long long>(otherStreams),
+      static_cast<long long>(leaked), static_cast<unsigned long long>(peakLive), static_cast<long long>(peakReserved),
+      static_cast<long long>(peakAllocated), peakLive ? static_cast<double>(peakReserved) / static_cast<double>(peakLive) : 0.0,
+      static_cast<long long>(numDeviceAlloc), static_cast<long long>(numDeviceFree), static_cast<long long>(p50),
+      static_cast<long long>(p99), static_cast<long long>(maxNs), static_cast<long long>(overhead), seconds,
+      verify ? "true" : "false", static_cast<long long>(verifyErrors), static_cast<long long>(oomRecord),
+      jsonString(oomWhat.empty() ? nullptr : oomWhat.c_str()).c_str());
+  return verifyErrors > 0 || oomRecord >= 0 ? 1 : 0;
+}
