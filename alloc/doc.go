@@ -115,7 +115,7 @@
 //     segment's end; no two blocks overlap and every reserved byte is in
 //     exactly one block;
 //   - no two adjacent blocks of a segment are both free (they would have
-//     been merged);
+//     been merged; in a page-mapped arena, both free and of the same kind);
 //   - a block is in its pool's index, in the list of its size class, if
 //     and only if it is free;
 //   - the live map holds exactly the allocated blocks;
@@ -143,10 +143,73 @@
 // Buffers that the garbage collector finds unreachable without Free are
 // freed by a cleanup (runtime.AddCleanup) and listed by Leaked.
 //
+// # Page-mapped mode (page_mapped:true)
+//
+// Segments cannot merge, so free memory split between them stays unusable
+// for a larger request ("slivers"). In page-mapped mode the large pool is
+// built from physical pages instead (VirtualMemory; the page is the
+// device's granularity, 2 MiB on current GPUs):
+//
+//   - arena: one reserved address range per stream, four times the
+//     device's memory (address space costs nothing). Its blocks tile the
+//     whole range. A free block is either mapped (all the pages it touches
+//     are mapped; it is in the pool's index like any free block) or
+//     unmapped (page-aligned, nothing mapped, kept in the arena's own list,
+//     invisible to the cached path). Two free neighbours of the same kind
+//     are merged.
+//   - idle page: a mapped page wholly inside a mapped free block, that is,
+//     a page no live or pending block touches.
+//
+// Allocation of a large request:
+//
+//  1. Best fit among mapped free blocks, as in the default mode: no device
+//     call. Frees leave pages mapped, so this is the steady state.
+//  2. Otherwise place the request on an unmapped block of the stream,
+//     starting at the mapped free block just before it if any: the place
+//     needing the fewest new pages wins, then the tightest, then the lowest.
+//  3. Map the missing pages: first idle pages taken from anywhere (any
+//     stream, after waiting for that stream when the backend can:
+//     cuMemUnmap does not wait for work in flight), one MemUnmap and one
+//     MemMap each; only for the rest, MemCreate new pages. One MemSetAccess
+//     covers the run. New physical memory is created only when idle pages
+//     cannot cover the request, so reserved memory grows only when every
+//     mapped page is in use: physical memory cannot be fragmented, only the
+//     pages shared by a live block and a free neighbour are partly wasted.
+//  4. Cap or device full: wait for pending frees, search again, release the
+//     small pool's cached segments, try again, then report out of memory
+//     (OutOfMemoryError.PageMapped says why fragmentation is not the cause).
+//
+// Small requests keep the small pool (2 MiB segments from Device.Malloc);
+// when the small pool hits the cap, idle pages are released for it.
+//
+// Release policy. Keeping every page mapped keeps reserved at the
+// all-time peak; releasing idle pages at once would unmap and recreate
+// memory on every iteration of a training loop. Instead the allocator
+// follows the large pool's active bytes over windows of
+// page_release_window allocations (default 4096). At the end of each
+// window it keeps enough idle pages to grow back to the peak of the last
+// two windows, plus page_release_slack (default 3 %) of that peak, and
+// releases the rest in one batch (MemUnmap and MemRelease per page, at
+// least 4 pages or nothing), highest addresses first. A job whose peak
+// recurs within two windows releases nothing; one that moved to a smaller
+// phase gives its memory back within two windows. EmptyCache releases
+// every idle page at once.
+//
+// Statistics: reserved_bytes counts mapped pages (plus small segments);
+// num_device_alloc and num_device_free count MemCreate and MemRelease
+// too; num_mem_map, num_mem_unmap, num_stream_syncs and
+// num_page_releases count the page work. The segment statistics count
+// an arena as one segment; a Snapshot shows an arena with its mapped size
+// and without its unmapped ranges.
+//
+// Limits: one physical allocation per page, so growth costs a MemCreate
+// and a MemMap per page (PyTorch's expandable segments use 20 MiB pages
+// in the large pool: fewer calls, coarser release); page_mapped cannot be
+// combined with max_split_size_mb or prealloc_bytes;
+// garbage_collection_threshold applies to the small pool only.
+//
 // # Not done yet
 //
-// The page-mapped mode (VirtualMemory: one growable address range per pool
-// and stream, like PyTorch's expandable segments) is not implemented; every
-// segment is a separate Device.Malloc. Preallocated memory serves only
+// The small pool is not page-mapped. Preallocated memory serves only
 // large-pool requests on stream 0.
 package alloc
