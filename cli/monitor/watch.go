@@ -132,88 +132,115 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 	if note := s.selectionNote(); note != "" {
 		fmt.Fprintf(stderr, "vram: %s\n", note)
 	}
-	want := map[uint32]bool{}
-	for _, p := range f.pids {
-		want[uint32(p)] = true
-	}
-	keep := func(p gpu.ProcessStat) bool { return len(want) == 0 || want[p.Process.PID] }
-
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	info := s.host.Info()
-	var out func(iv *gpu.Interval) error
-	switch f.format {
-	case "table":
-		if info.Simulated {
-			fmt.Fprintf(w, "# SIMULATED HOST (seed %d): synthetic GPUs and processes\n", info.SimSeed)
+	p := newWatchPrinter(w, f.format, f.processes, f.pids, s.host.Info(), f.interval)
+	if err := p.header(); err != nil {
+		return err
+	}
+	out := func(iv *gpu.Interval) error {
+		if err := p.print(iv); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%-12s %4s %8s %10s %10s %10s %10s %7s\n", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
-		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat) {
-			fmt.Fprintf(w, "%-12s %4d %8s %10s %10s %10s %10s %7d\n", t.Format("15:04:05.000"), gpuIdx, pid,
-				humanBytes(st.Last), humanBytes(st.Min), humanBytes(st.Max), humanBytes(st.Mean()), st.N)
-		}
-		out = func(iv *gpu.Interval) error {
-			for _, d := range iv.Devices {
-				if d.Used.N > 0 {
-					row(iv.End, d.Index, "-", d.Used)
-				}
-			}
-			if f.processes {
-				for _, p := range iv.Processes {
-					if keep(p) {
-						row(iv.End, p.Process.Device, strconv.FormatUint(uint64(p.Process.PID), 10), p.Memory)
-					}
-				}
-			}
-			return w.Flush()
-		}
-	case "csv":
-		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"time", "simulated", "gpu", "pid", "used_bytes", "min_bytes", "max_bytes", "mean_bytes", "samples", "total_bytes"})
-		sim := strconv.FormatBool(info.Simulated)
-		u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-		out = func(iv *gpu.Interval) error {
-			t := iv.End.Format(timeFormat)
-			for _, d := range iv.Devices {
-				if d.Used.N > 0 {
-					_ = cw.Write([]string{t, sim, strconv.Itoa(d.Index), "", u(d.Used.Last), u(d.Used.Min), u(d.Used.Max), u(d.Used.Mean()), strconv.Itoa(d.Used.N), u(d.Total)})
-				}
-			}
-			if f.processes {
-				for _, p := range iv.Processes {
-					if keep(p) {
-						m := p.Memory
-						_ = cw.Write([]string{t, sim, strconv.Itoa(p.Process.Device), u(uint64(p.Process.PID)), u(m.Last), u(m.Min), u(m.Max), u(m.Mean()), strconv.Itoa(m.N), ""})
-					}
-				}
-			}
-			cw.Flush()
-			if err := cw.Error(); err != nil {
-				return err
-			}
-			return w.Flush()
-		}
-	case "json":
-		enc := json.NewEncoder(w)
-		out = func(iv *gpu.Interval) error {
-			line := watchJSONOf(iv, f.interval)
-			line.Processes = line.Processes[:0]
-			for _, p := range iv.Processes {
-				if f.processes && keep(p) {
-					line.Processes = append(line.Processes, watchProcessJSON(p))
-				}
-			}
-			if err := enc.Encode(line); err != nil {
-				return err
-			}
-			return w.Flush()
-		}
+		return w.Flush()
 	}
 	err = s.sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, out)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
 	return nil
+}
+
+// watchPrinter writes vram watch's output: a header, then the lines of
+// each interval.
+type watchPrinter struct {
+	w         io.Writer
+	format    string // table, csv or json
+	processes bool
+	want      map[uint32]bool // --pid; empty: every process
+	info      gpu.HostInfo
+	interval  time.Duration
+	cw        *csv.Writer
+	enc       *json.Encoder
+}
+
+func newWatchPrinter(w io.Writer, format string, processes bool, pids []uint, info gpu.HostInfo, interval time.Duration) *watchPrinter {
+	p := &watchPrinter{w: w, format: format, processes: processes, want: map[uint32]bool{}, info: info, interval: interval}
+	for _, pid := range pids {
+		p.want[uint32(pid)] = true
+	}
+	p.cw = csv.NewWriter(w)
+	p.enc = json.NewEncoder(w)
+	return p
+}
+
+func (p *watchPrinter) keep(ps gpu.ProcessStat) bool {
+	return p.processes && (len(p.want) == 0 || p.want[ps.Process.PID])
+}
+
+// header writes what comes before the first interval.
+func (p *watchPrinter) header() error {
+	switch p.format {
+	case "table":
+		if p.info.Simulated {
+			fmt.Fprintf(p.w, "# SIMULATED HOST (seed %d): synthetic GPUs and processes\n", p.info.SimSeed)
+		}
+		_, err := fmt.Fprintf(p.w, "%-12s %4s %8s %10s %10s %10s %10s %7s\n", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
+		return err
+	case "csv":
+		_ = p.cw.Write([]string{"time", "simulated", "gpu", "pid", "used_bytes", "min_bytes", "max_bytes", "mean_bytes", "samples", "total_bytes"})
+		p.cw.Flush()
+		return p.cw.Error()
+	}
+	return nil
+}
+
+// print writes one interval's lines.
+func (p *watchPrinter) print(iv *gpu.Interval) error {
+	switch p.format {
+	case "table":
+		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat) {
+			fmt.Fprintf(p.w, "%-12s %4d %8s %10s %10s %10s %10s %7d\n", t.Format("15:04:05.000"), gpuIdx, pid,
+				humanBytes(st.Last), humanBytes(st.Min), humanBytes(st.Max), humanBytes(st.Mean()), st.N)
+		}
+		for _, d := range iv.Devices {
+			if d.Used.N > 0 {
+				row(iv.End, d.Index, "-", d.Used)
+			}
+		}
+		for _, ps := range iv.Processes {
+			if p.keep(ps) {
+				row(iv.End, ps.Process.Device, strconv.FormatUint(uint64(ps.Process.PID), 10), ps.Memory)
+			}
+		}
+		return nil
+	case "csv":
+		cw := p.cw
+		sim := strconv.FormatBool(iv.Simulated)
+		u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+		t := iv.End.Format(timeFormat)
+		for _, d := range iv.Devices {
+			if d.Used.N > 0 {
+				_ = cw.Write([]string{t, sim, strconv.Itoa(d.Index), "", u(d.Used.Last), u(d.Used.Min), u(d.Used.Max), u(d.Used.Mean()), strconv.Itoa(d.Used.N), u(d.Total)})
+			}
+		}
+		for _, ps := range iv.Processes {
+			if p.keep(ps) {
+				m := ps.Memory
+				_ = cw.Write([]string{t, sim, strconv.Itoa(ps.Process.Device), u(uint64(ps.Process.PID)), u(m.Last), u(m.Min), u(m.Max), u(m.Mean()), strconv.Itoa(m.N), ""})
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	default:
+		line := watchJSONOf(iv, p.interval)
+		for _, ps := range iv.Processes {
+			if p.keep(ps) {
+				line.Processes = append(line.Processes, watchProcessJSON(ps))
+			}
+		}
+		return p.enc.Encode(line)
+	}
 }
 
 type watchLine struct {
