@@ -33,15 +33,19 @@ var flagNames = []struct {
 	{FlagNoPermission, "no-permission"},
 }
 
-// Names returns the flags' names ("zombie", "idle", ...) in a fixed order.
-func (f Flags) Names() []string {
-	out := []string{}
+// Names returns the flags' names ("zombie", "idle", ...) in a fixed order;
+// never nil.
+func (f Flags) Names() []string { return f.AppendNames([]string{}) }
+
+// AppendNames appends the flags' names to dst in Names's order, so that a
+// caller can reuse one slice.
+func (f Flags) AppendNames(dst []string) []string {
 	for _, n := range flagNames {
 		if f&n.f != 0 {
-			out = append(out, n.name)
+			dst = append(dst, n.name)
 		}
 	}
-	return out
+	return dst
 }
 
 // String joins Names with commas.

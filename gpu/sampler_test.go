@@ -378,7 +378,7 @@ func TestWatchKeepsPeaks(t *testing.T) {
 	spiky := &spikeDevice{fakeDevice: d, spikeAt: 3, spike: 90}
 	s.devs[0] = spiky
 	err = s.Watch(context.Background(), WatchOptions{Interval: 20 * time.Millisecond, SampleInterval: 2 * time.Millisecond, ProcessInterval: 20 * time.Millisecond, Count: 2}, func(iv *Interval) error {
-		got = append(got, iv)
+		got = append(got, iv.Clone()) // iv is reused after emit returns
 		n++
 		return nil
 	})

@@ -22,6 +22,7 @@ type Sim struct {
 	seed  int64
 	devs  []Device
 	procs map[int]*simProc // by PID, including non-GPU parents
+	byDev [][]*simProc     // per device, by PID: fixed after NewSim
 
 	mu        sync.Mutex
 	peak      map[[2]int]uint64 // (device, pid) -> highest memory reported
@@ -79,6 +80,15 @@ func NewSim(n int, seed int64, now func() time.Time) (*Sim, error) {
 			pidNext += 1 + rng.Intn(500)
 			s.addGPUProc(rng, pidNext, d, shape, boot)
 		}
+	}
+	s.byDev = make([][]*simProc, n)
+	for _, p := range s.procs {
+		if p.onGPU {
+			s.byDev[p.dev] = append(s.byDev[p.dev], p)
+		}
+	}
+	for _, ps := range s.byDev {
+		sort.Slice(ps, func(i, j int) bool { return ps[i].stat.PID < ps[j].stat.PID })
 	}
 	return s, nil
 }
@@ -203,16 +213,8 @@ func (s *Sim) Details(pid int) (ProcDetails, error) {
 	return d, nil
 }
 
-func (s *Sim) devProcs(dev int) []*simProc {
-	var out []*simProc
-	for _, p := range s.procs {
-		if p.onGPU && p.dev == dev {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].stat.PID < out[j].stat.PID })
-	return out
-}
+// devProcs returns the processes on device dev by PID; callers only read it.
+func (s *Sim) devProcs(dev int) []*simProc { return s.byDev[dev] }
 
 // simDevice is one simulated GPU.
 type simDevice struct {

@@ -1,10 +1,11 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -125,81 +126,184 @@ var ErrStop = errors.New("stop watching")
 // made up: MemorySamples says how many samples were taken. Watch returns
 // when ctx ends (nil), after Count intervals (nil), when emit returns an
 // error (nil for ErrStop), or when sampling fails.
+//
+// The Interval passed to emit, and the slices in it, are reused for the
+// next interval: emit must not keep them after it returns (Clone makes a
+// copy that can be kept).
+//
+// One tick is one wakeup of one goroutine by one time.Ticker; in steady
+// state a memory-only tick allocates nothing, so at short intervals the
+// cost is the wakeups themselves (docs/monitor.md has the figures).
 func (s *Sampler) Watch(ctx context.Context, opts WatchOptions, emit func(*Interval) error) error {
-	if err := opts.normalize(); err != nil {
+	w, err := s.NewWatcher(opts)
+	if err != nil {
 		return err
 	}
-	sampleEvery := opts.SampleInterval
-	printTicks := max(1, int((opts.Interval+sampleEvery/2)/sampleEvery))
-	procTicks := max(1, int((opts.ProcessInterval+sampleEvery/2)/sampleEvery))
-
-	ticker := time.NewTicker(sampleEvery)
+	ticker := time.NewTicker(w.opts.SampleInterval)
 	defer ticker.Stop()
-	var (
-		cur     = s.newInterval(s.opts.Now())
-		mem     []MemorySample
-		emitted int
-	)
-	for tick := 0; ; tick++ {
-		now := s.opts.Now()
-		if !opts.MemoryOnly && tick%procTicks == 0 {
-			snap, err := s.Sample()
-			if err != nil {
-				return err
-			}
-			cur.addSnapshot(snap)
-		} else {
-			var err error
-			if mem, err = s.SampleMemory(mem); err != nil && len(mem) == 0 {
-				return fmt.Errorf("sample memory: %w", err)
-			}
-			cur.addMemory(mem)
+	emitted := 0
+	done := ctx.Done()
+	for {
+		iv, err := w.Tick()
+		if err != nil {
+			return err
 		}
-		if (tick+1)%printTicks == 0 {
-			cur.End = now
-			if err := emit(cur.finish()); err != nil {
+		if iv != nil {
+			if err := emit(iv); err != nil {
 				if errors.Is(err, ErrStop) {
 					return nil
 				}
 				return err
 			}
 			emitted++
-			if opts.Count > 0 && emitted >= opts.Count {
+			if w.opts.Count > 0 && emitted >= w.opts.Count {
 				return nil
 			}
-			cur = s.newInterval(now)
 		}
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return nil
 		case <-ticker.C:
 		}
 	}
 }
 
-// intervalBuilder accumulates one Interval.
-type intervalBuilder struct {
-	Interval
-	devAt  map[int]int // NVML index -> position in Devices
-	procAt map[[2]uint32]int
+// Watcher is Watch without its clock: the caller calls Tick once every
+// SampleInterval (Watch does it from a time.Ticker; a daemon or a benchmark
+// can drive it from its own loop). It is not safe for concurrent use, and
+// it uses its Sampler: nothing else may sample through that Sampler
+// meanwhile.
+type Watcher struct {
+	s                     *Sampler
+	opts                  WatchOptions
+	printTicks, procTicks int
+	tick                  int
+	cur                   intervalBuilder
+	mem                   []MemorySample
 }
 
-func (s *Sampler) newInterval(start time.Time) *intervalBuilder {
-	b := &intervalBuilder{devAt: map[int]int{}, procAt: map[[2]uint32]int{}}
-	b.Start = start
-	b.Simulated = s.host.Info().Simulated
-	for i, id := range s.ids {
-		b.devAt[id.Index] = i
-		b.Devices = append(b.Devices, DeviceStat{Identity: id})
+// NewWatcher checks opts, fills in the defaults, and starts the first
+// interval now (the Sampler's clock).
+func (s *Sampler) NewWatcher(opts WatchOptions) (*Watcher, error) {
+	if err := opts.normalize(); err != nil {
+		return nil, err
 	}
-	return b
+	every := opts.SampleInterval
+	w := &Watcher{
+		s:          s,
+		opts:       opts,
+		printTicks: max(1, int((opts.Interval+every/2)/every)),
+		procTicks:  max(1, int((opts.ProcessInterval+every/2)/every)),
+		mem:        make([]MemorySample, 0, len(s.devs)),
+	}
+	w.cur.init(s)
+	w.cur.reset(s.opts.Now())
+	return w, nil
+}
+
+// Options returns the options with their defaults filled in.
+func (w *Watcher) Options() WatchOptions { return w.opts }
+
+// Tick takes the sample due at this tick: a full sample (processes) every
+// ProcessInterval unless MemoryOnly, a memory-only sample otherwise. On the
+// last tick of a print interval it returns the finished Interval; on the
+// others it returns nil. The clock is read only on those last ticks (for
+// the interval's end) and by full samples.
+//
+// The returned Interval and its slices are overwritten by the Tick after
+// it: use them first, or keep a Clone.
+func (w *Watcher) Tick() (*Interval, error) {
+	tick := w.tick
+	w.tick++
+	last := (tick+1)%w.printTicks == 0
+	var now time.Time
+	if last {
+		now = w.s.opts.Now()
+	}
+	if w.cur.done {
+		w.cur.reset(w.cur.End)
+	}
+	if !w.opts.MemoryOnly && tick%w.procTicks == 0 {
+		snap, err := w.s.Sample()
+		if err != nil {
+			return nil, err
+		}
+		w.cur.addSnapshot(snap)
+	} else {
+		var err error
+		if w.mem, err = w.s.SampleMemory(w.mem); err != nil && len(w.mem) == 0 {
+			return nil, fmt.Errorf("sample memory: %w", err)
+		}
+		w.cur.addMemory(w.mem)
+	}
+	if !last {
+		return nil, nil
+	}
+	w.cur.End = now
+	return w.cur.finish(), nil
+}
+
+// Clone returns a copy of iv that the Watcher does not overwrite.
+func (iv *Interval) Clone() *Interval {
+	c := *iv
+	c.Devices = slices.Clone(iv.Devices)
+	c.Processes = slices.Clone(iv.Processes)
+	return &c
+}
+
+// intervalBuilder accumulates one Interval. Its slices and map are reused
+// from one interval to the next, so that a tick allocates nothing once the
+// first intervals have sized them.
+type intervalBuilder struct {
+	Interval
+	ids    []Identity
+	pos    []int // NVML index -> position in Devices; -1: not sampled
+	procAt map[[2]uint32]int
+	done   bool // finish was called: reset before the next sample
+}
+
+func (b *intervalBuilder) init(s *Sampler) {
+	b.ids = s.ids
+	b.Simulated = s.host.Info().Simulated
+	b.Devices = make([]DeviceStat, len(s.ids))
+	for _, id := range s.ids {
+		for len(b.pos) <= id.Index {
+			b.pos = append(b.pos, -1)
+		}
+	}
+	for i, id := range s.ids {
+		b.pos[id.Index] = i
+	}
+	b.procAt = map[[2]uint32]int{}
+}
+
+func (b *intervalBuilder) reset(start time.Time) {
+	b.Start, b.End = start, time.Time{}
+	for i, id := range b.ids {
+		b.Devices[i] = DeviceStat{Identity: id}
+	}
+	clear(b.Processes) // drop the last interval's command lines
+	b.Processes = b.Processes[:0]
+	clear(b.procAt)
+	b.Snapshot = nil
+	b.MemorySamples, b.ProcessSamples = 0, 0
+	b.done = false
+}
+
+// device returns the DeviceStat of NVML index i, nil when i is not sampled.
+func (b *intervalBuilder) device(i int) *DeviceStat {
+	if i < 0 || i >= len(b.pos) || b.pos[i] < 0 {
+		return nil
+	}
+	return &b.Devices[b.pos[i]]
 }
 
 func (b *intervalBuilder) addMemory(ms []MemorySample) {
 	for _, m := range ms {
-		d := &b.Devices[b.devAt[m.Device]]
-		d.Used.Add(m.Memory.Used)
-		d.Total = m.Memory.Total
+		if d := b.device(m.Device); d != nil {
+			d.Used.Add(m.Memory.Used)
+			d.Total = m.Memory.Total
+		}
 	}
 	b.MemorySamples++
 }
@@ -209,9 +313,10 @@ func (b *intervalBuilder) addSnapshot(snap *Snapshot) {
 		if ds.Err != nil {
 			continue
 		}
-		d := &b.Devices[b.devAt[ds.Index]]
-		d.Used.Add(ds.Memory.Used)
-		d.Total = ds.Memory.Total
+		if d := b.device(ds.Index); d != nil {
+			d.Used.Add(ds.Memory.Used)
+			d.Total = ds.Memory.Total
+		}
 	}
 	for _, p := range snap.Processes {
 		k := [2]uint32{uint32(p.Device), p.PID}
@@ -229,17 +334,18 @@ func (b *intervalBuilder) addSnapshot(snap *Snapshot) {
 	b.ProcessSamples++
 }
 
+// finish sorts the processes (peak memory first) and hands out the
+// Interval; the next sample starts a new one.
 func (b *intervalBuilder) finish() *Interval {
-	iv := b.Interval
-	sort.SliceStable(iv.Processes, func(i, j int) bool {
-		a, c := iv.Processes[i], iv.Processes[j]
+	slices.SortStableFunc(b.Processes, func(a, c ProcessStat) int {
 		if a.Memory.Max != c.Memory.Max {
-			return a.Memory.Max > c.Memory.Max
+			return cmp.Compare(c.Memory.Max, a.Memory.Max)
 		}
 		if a.Process.PID != c.Process.PID {
-			return a.Process.PID < c.Process.PID
+			return cmp.Compare(a.Process.PID, c.Process.PID)
 		}
-		return a.Process.Device < c.Process.Device
+		return cmp.Compare(a.Process.Device, c.Process.Device)
 	})
-	return &iv
+	b.done = true
+	return &b.Interval
 }

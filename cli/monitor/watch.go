@@ -1,18 +1,17 @@
 package monitor
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -120,10 +119,13 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 		return err
 	}
 	defer s.host.Close()
-	// One goroutine samples; more Ps only add idle spinning to every
-	// timer wakeup (hundreds a second at short intervals).
-	if runtime.GOMAXPROCS(0) > 2 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	// One goroutine samples and prints. With a second P, every timer
+	// wakeup (hundreds a second at short intervals) also wakes a thread
+	// that spins looking for work and parks again; with one P it does
+	// not. On the development VM a bare 5 ms ticker costs half the CPU
+	// with one P (docs/monitor.md). GOMAXPROCS in the environment wins.
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
 	warn(stderr, s.warnings)
 	if len(s.shown) == 0 {
@@ -132,19 +134,13 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 	if note := s.selectionNote(); note != "" {
 		fmt.Fprintf(stderr, "vram: %s\n", note)
 	}
-	w := bufio.NewWriter(stdout)
-	defer w.Flush()
-	p := newWatchPrinter(w, f.format, f.processes, f.pids, s.host.Info(), f.interval)
+	// The printer writes each interval (all of its lines) with one Write
+	// on stdout, so a pipe sees every line as soon as it is printed.
+	p := newWatchPrinter(stdout, f.format, f.processes, f.pids, s.host.Info(), f.interval)
 	if err := p.header(); err != nil {
 		return err
 	}
-	out := func(iv *gpu.Interval) error {
-		if err := p.print(iv); err != nil {
-			return err
-		}
-		return w.Flush()
-	}
-	err = s.sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, out)
+	err = s.sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, p.print)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
@@ -152,7 +148,12 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 }
 
 // watchPrinter writes vram watch's output: a header, then the lines of
-// each interval.
+// each interval. At short intervals it runs a hundred times a second, so
+// it formats by appending to one reused buffer (strconv, time.AppendFormat,
+// its own JSON string quoting) and writes each interval with one Write: a
+// line costs no allocation. The golden files in testdata/watch_*.golden and
+// TestWatchPrinterMatchesReference hold it to the output of fmt,
+// encoding/csv and encoding/json.
 type watchPrinter struct {
 	w         io.Writer
 	format    string // table, csv or json
@@ -160,8 +161,8 @@ type watchPrinter struct {
 	want      map[uint32]bool // --pid; empty: every process
 	info      gpu.HostInfo
 	interval  time.Duration
-	cw        *csv.Writer
-	enc       *json.Encoder
+	buf       []byte
+	flags     []string
 }
 
 func newWatchPrinter(w io.Writer, format string, processes bool, pids []uint, info gpu.HostInfo, interval time.Duration) *watchPrinter {
@@ -169,131 +170,348 @@ func newWatchPrinter(w io.Writer, format string, processes bool, pids []uint, in
 	for _, pid := range pids {
 		p.want[uint32(pid)] = true
 	}
-	p.cw = csv.NewWriter(w)
-	p.enc = json.NewEncoder(w)
 	return p
 }
 
-func (p *watchPrinter) keep(ps gpu.ProcessStat) bool {
+func (p *watchPrinter) keep(ps *gpu.ProcessStat) bool {
 	return p.processes && (len(p.want) == 0 || p.want[ps.Process.PID])
 }
 
+// Column widths of the table.
+const (
+	colTime, colGPU, colPID, colBytes, colSamples = 12, 4, 8, 10, 7
+	tableTime                                     = "15:04:05.000"
+)
+
 // header writes what comes before the first interval.
 func (p *watchPrinter) header() error {
+	b := p.buf[:0]
 	switch p.format {
 	case "table":
 		if p.info.Simulated {
-			fmt.Fprintf(p.w, "# SIMULATED HOST (seed %d): synthetic GPUs and processes\n", p.info.SimSeed)
+			b = append(b, "# SIMULATED HOST (seed "...)
+			b = strconv.AppendInt(b, p.info.SimSeed, 10)
+			b = append(b, "): synthetic GPUs and processes\n"...)
 		}
-		_, err := fmt.Fprintf(p.w, "%-12s %4s %8s %10s %10s %10s %10s %7s\n", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
-		return err
+		b = padRight(append(b, "TIME"...), len(b), colTime)
+		for _, c := range []struct {
+			name  string
+			width int
+		}{{"GPU", colGPU}, {"PID", colPID}, {"USED", colBytes}, {"MIN", colBytes}, {"MAX", colBytes}, {"MEAN", colBytes}, {"SAMPLES", colSamples}} {
+			b = append(b, ' ')
+			b = padLeft(append(b, c.name...), len(b), c.width)
+		}
+		b = append(b, '\n')
 	case "csv":
-		_ = p.cw.Write([]string{"time", "simulated", "gpu", "pid", "used_bytes", "min_bytes", "max_bytes", "mean_bytes", "samples", "total_bytes"})
-		p.cw.Flush()
-		return p.cw.Error()
+		b = append(b, "time,simulated,gpu,pid,used_bytes,min_bytes,max_bytes,mean_bytes,samples,total_bytes\n"...)
 	}
-	return nil
+	p.buf = b
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := p.w.Write(b)
+	return err
 }
 
-// print writes one interval's lines.
+// print writes one interval's lines with one Write.
 func (p *watchPrinter) print(iv *gpu.Interval) error {
+	b := p.buf[:0]
 	switch p.format {
 	case "table":
-		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat) {
-			fmt.Fprintf(p.w, "%-12s %4d %8s %10s %10s %10s %10s %7d\n", t.Format("15:04:05.000"), gpuIdx, pid,
-				humanBytes(st.Last), humanBytes(st.Min), humanBytes(st.Max), humanBytes(st.Mean()), st.N)
-		}
-		for _, d := range iv.Devices {
-			if d.Used.N > 0 {
-				row(iv.End, d.Index, "-", d.Used)
-			}
-		}
-		for _, ps := range iv.Processes {
-			if p.keep(ps) {
-				row(iv.End, ps.Process.Device, strconv.FormatUint(uint64(ps.Process.PID), 10), ps.Memory)
-			}
-		}
-		return nil
+		b = p.table(b, iv)
 	case "csv":
-		cw := p.cw
-		sim := strconv.FormatBool(iv.Simulated)
-		u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-		t := iv.End.Format(timeFormat)
-		for _, d := range iv.Devices {
-			if d.Used.N > 0 {
-				_ = cw.Write([]string{t, sim, strconv.Itoa(d.Index), "", u(d.Used.Last), u(d.Used.Min), u(d.Used.Max), u(d.Used.Mean()), strconv.Itoa(d.Used.N), u(d.Total)})
-			}
-		}
-		for _, ps := range iv.Processes {
-			if p.keep(ps) {
-				m := ps.Memory
-				_ = cw.Write([]string{t, sim, strconv.Itoa(ps.Process.Device), u(uint64(ps.Process.PID)), u(m.Last), u(m.Min), u(m.Max), u(m.Mean()), strconv.Itoa(m.N), ""})
-			}
-		}
-		cw.Flush()
-		return cw.Error()
+		b = p.csv(b, iv)
 	default:
-		line := watchJSONOf(iv, p.interval)
-		for _, ps := range iv.Processes {
-			if p.keep(ps) {
-				line.Processes = append(line.Processes, watchProcessJSON(ps))
+		b = p.json(b, iv)
+	}
+	p.buf = b
+	_, err := p.w.Write(b)
+	return err
+}
+
+func (p *watchPrinter) table(b []byte, iv *gpu.Interval) []byte {
+	row := func(b []byte, gpuIdx int, pid int64, st *gpu.Stat) []byte {
+		b = padRight(iv.End.AppendFormat(b, tableTime), len(b), colTime)
+		b = append(b, ' ')
+		b = padLeft(strconv.AppendInt(b, int64(gpuIdx), 10), len(b), colGPU)
+		b = append(b, ' ')
+		start := len(b)
+		if pid < 0 {
+			b = append(b, '-')
+		} else {
+			b = strconv.AppendInt(b, pid, 10)
+		}
+		b = padLeft(b, start, colPID)
+		for _, v := range [4]uint64{st.Last, st.Min, st.Max, st.Mean()} {
+			b = append(b, ' ')
+			b = padLeft(appendHumanBytes(b, v), len(b), colBytes)
+		}
+		b = append(b, ' ')
+		b = padLeft(strconv.AppendInt(b, int64(st.N), 10), len(b), colSamples)
+		return append(b, '\n')
+	}
+	for i := range iv.Devices {
+		if d := &iv.Devices[i]; d.Used.N > 0 {
+			b = row(b, d.Index, -1, &d.Used)
+		}
+	}
+	for i := range iv.Processes {
+		if ps := &iv.Processes[i]; p.keep(ps) {
+			b = row(b, ps.Process.Device, int64(ps.Process.PID), &ps.Memory)
+		}
+	}
+	return b
+}
+
+// csv writes rows the way encoding/csv would: no field of these rows
+// needs quoting (numbers, a time, a boolean, empty fields).
+func (p *watchPrinter) csv(b []byte, iv *gpu.Interval) []byte {
+	// pid < 0: a device row (empty pid); device rows carry the total.
+	row := func(b []byte, gpuIdx int, pid int64, st *gpu.Stat, total uint64) []byte {
+		b = iv.End.AppendFormat(b, timeFormat)
+		b = append(b, ',')
+		b = strconv.AppendBool(b, iv.Simulated)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(gpuIdx), 10)
+		b = append(b, ',')
+		if pid >= 0 {
+			b = strconv.AppendInt(b, pid, 10)
+		}
+		for _, v := range [4]uint64{st.Last, st.Min, st.Max, st.Mean()} {
+			b = append(b, ',')
+			b = strconv.AppendUint(b, v, 10)
+		}
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(st.N), 10)
+		b = append(b, ',')
+		if pid < 0 {
+			b = strconv.AppendUint(b, total, 10)
+		}
+		return append(b, '\n')
+	}
+	for i := range iv.Devices {
+		if d := &iv.Devices[i]; d.Used.N > 0 {
+			b = row(b, d.Index, -1, &d.Used, d.Total)
+		}
+	}
+	for i := range iv.Processes {
+		if ps := &iv.Processes[i]; p.keep(ps) {
+			b = row(b, ps.Process.Device, int64(ps.Process.PID), &ps.Memory, 0)
+		}
+	}
+	return b
+}
+
+// json writes one vram.watch/v1 line, byte for byte what encoding/json
+// writes for the schema's struct (field order, omitted empty user and
+// command, HTML-safe string escaping).
+func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
+	b = append(b, `{"schema":"`+WatchSchema+`","time":"`...)
+	b = iv.End.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","start":"`...)
+	b = iv.Start.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","simulated":`...)
+	b = strconv.AppendBool(b, iv.Simulated)
+	b = append(b, `,"interval_seconds":`...)
+	b = appendJSONFloat(b, p.interval.Seconds())
+	b = append(b, `,"memory_samples":`...)
+	b = strconv.AppendInt(b, int64(iv.MemorySamples), 10)
+	b = append(b, `,"process_samples":`...)
+	b = strconv.AppendInt(b, int64(iv.ProcessSamples), 10)
+	b = append(b, `,"devices":[`...)
+	first := true
+	for i := range iv.Devices {
+		d := &iv.Devices[i]
+		if d.Used.N == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(d.Index), 10)
+		b = append(b, `,"uuid":`...)
+		b = appendJSONString(b, d.UUID)
+		b = appendStatJSON(b, &d.Used)
+		b = append(b, `,"total_bytes":`...)
+		b = strconv.AppendUint(b, d.Total, 10)
+		b = append(b, '}')
+	}
+	b = append(b, `],"processes":[`...)
+	first = true
+	for i := range iv.Processes {
+		ps := &iv.Processes[i]
+		if !p.keep(ps) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		pr := &ps.Process
+		b = append(b, `{"pid":`...)
+		b = strconv.AppendUint(b, uint64(pr.PID), 10)
+		b = append(b, `,"gpu":`...)
+		b = strconv.AppendInt(b, int64(pr.Device), 10)
+		if pr.User != "" {
+			b = append(b, `,"user":`...)
+			b = appendJSONString(b, pr.User)
+		}
+		if hasCommand(pr) {
+			b = append(b, `,"command":`...)
+			b = appendJSONCommand(b, pr)
+		}
+		b = appendStatJSON(b, &ps.Memory)
+		b = append(b, `,"flags":[`...)
+		p.flags = pr.Flags.AppendNames(p.flags[:0])
+		for j, name := range p.flags {
+			if j > 0 {
+				b = append(b, ',')
 			}
+			b = appendJSONString(b, name)
 		}
-		return p.enc.Encode(line)
+		b = append(b, "]}"...)
 	}
+	return append(b, "]}\n"...)
 }
 
-type watchLine struct {
-	Schema          string         `json:"schema"`
-	Time            string         `json:"time"`
-	Start           string         `json:"start"`
-	Simulated       bool           `json:"simulated"`
-	IntervalSeconds float64        `json:"interval_seconds"`
-	MemorySamples   int            `json:"memory_samples"`
-	ProcessSamples  int            `json:"process_samples"`
-	Devices         []watchDevice  `json:"devices"`
-	Processes       []watchProcess `json:"processes"`
+func appendStatJSON(b []byte, st *gpu.Stat) []byte {
+	b = append(b, `,"used_bytes":`...)
+	b = strconv.AppendUint(b, st.Last, 10)
+	b = append(b, `,"min_bytes":`...)
+	b = strconv.AppendUint(b, st.Min, 10)
+	b = append(b, `,"max_bytes":`...)
+	b = strconv.AppendUint(b, st.Max, 10)
+	b = append(b, `,"mean_bytes":`...)
+	b = strconv.AppendUint(b, st.Mean(), 10)
+	b = append(b, `,"samples":`...)
+	return strconv.AppendInt(b, int64(st.N), 10)
 }
 
-type watchDevice struct {
-	Index int    `json:"index"`
-	UUID  string `json:"uuid"`
-	statJSON
-	TotalBytes uint64 `json:"total_bytes"`
+// hasCommand reports whether p.Command() is not empty, without joining.
+func hasCommand(p *gpu.Process) bool {
+	if len(p.Cmdline) > 0 {
+		return len(p.Cmdline) > 1 || p.Cmdline[0] != ""
+	}
+	return p.Comm != ""
 }
 
-type statJSON struct {
-	UsedBytes uint64 `json:"used_bytes"`
-	MinBytes  uint64 `json:"min_bytes"`
-	MaxBytes  uint64 `json:"max_bytes"`
-	MeanBytes uint64 `json:"mean_bytes"`
-	Samples   int    `json:"samples"`
+// appendJSONCommand quotes p.Command() without building it: the command
+// line's arguments joined by spaces, or [comm].
+func appendJSONCommand(b []byte, p *gpu.Process) []byte {
+	b = append(b, '"')
+	if len(p.Cmdline) > 0 {
+		for i, a := range p.Cmdline {
+			if i > 0 {
+				b = append(b, ' ')
+			}
+			b = appendJSONStringBody(b, a)
+		}
+	} else {
+		b = append(b, '[')
+		b = appendJSONStringBody(b, p.Comm)
+		b = append(b, ']')
+	}
+	return append(b, '"')
 }
 
-type watchProcess struct {
-	PID     uint32 `json:"pid"`
-	GPU     int    `json:"gpu"`
-	User    string `json:"user,omitempty"`
-	Command string `json:"command,omitempty"`
-	statJSON
-	Flags []string `json:"flags"`
+// appendJSONString quotes s as encoding/json does by default: ", \ and
+// control characters escaped (\b \f \n \r \t by name, the others as
+// \u00XX), <, > and & as \u003c \u003e \u0026, invalid UTF-8 as \ufffd,
+// U+2028 and U+2029 as \u2028 and \u2029.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = appendJSONStringBody(b, s)
+	return append(b, '"')
 }
 
-func statOf(s gpu.Stat) statJSON {
-	return statJSON{UsedBytes: s.Last, MinBytes: s.Min, MaxBytes: s.Max, MeanBytes: s.Mean(), Samples: s.N}
+func appendJSONStringBody(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[done:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			done = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[done:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[done:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		done = i
+	}
+	return append(b, s[done:]...)
 }
 
-func watchProcessJSON(p gpu.ProcessStat) watchProcess {
-	return watchProcess{PID: p.Process.PID, GPU: p.Process.Device, User: p.Process.User, Command: p.Process.Command(), statJSON: statOf(p.Memory), Flags: p.Process.Flags.Names()}
-}
-
-func watchJSONOf(iv *gpu.Interval, interval time.Duration) watchLine {
-	l := watchLine{Schema: WatchSchema, Time: iv.End.Format(time.RFC3339Nano), Start: iv.Start.Format(time.RFC3339Nano), Simulated: iv.Simulated,
-		IntervalSeconds: interval.Seconds(), MemorySamples: iv.MemorySamples, ProcessSamples: iv.ProcessSamples, Devices: []watchDevice{}, Processes: []watchProcess{}}
-	for _, d := range iv.Devices {
-		if d.Used.N > 0 {
-			l.Devices = append(l.Devices, watchDevice{Index: d.Index, UUID: d.UUID, statJSON: statOf(d.Used), TotalBytes: d.Total})
+// appendJSONFloat writes f as encoding/json does: the shortest decimal
+// that reads back as f, in exponent form only below 1e-6 or from 1e21.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // e-07 -> e-7
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
 		}
 	}
-	return l
+	return b
+}
+
+var spaces = []byte("                                ")
+
+// padLeft right-aligns b[start:] in width columns (%*s for ASCII), like
+// fmt: nothing is cut when it is wider.
+func padLeft(b []byte, start, width int) []byte {
+	n := len(b) - start
+	if n >= width {
+		return b
+	}
+	pad := width - n
+	b = append(b, spaces[:pad]...)
+	copy(b[start+pad:], b[start:start+n])
+	copy(b[start:start+pad], spaces)
+	return b
+}
+
+// padRight left-aligns b[start:] in width columns (%-*s for ASCII).
+func padRight(b []byte, start, width int) []byte {
+	if n := len(b) - start; n < width {
+		b = append(b, spaces[:width-n]...)
+	}
+	return b
 }
