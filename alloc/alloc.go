@@ -112,10 +112,10 @@ type Allocator struct {
 
 	// Guarded by mu.
 	pools         [2]freePool
-	live          map[uint64]*block // allocated blocks by address
-	segs          []*segment        // by address
-	spare         []*block          // recycled block structs
-	seq           uint64            // allocation counter
+	live          ptrMap     // allocated blocks by address
+	segs          []*segment // by address
+	spare         []*block   // recycled block structs
+	seq           uint64     // allocation counter
 	pendingEvents int
 	queues        []*eventQueue
 	eventPool     []Event
@@ -148,7 +148,6 @@ func New(dev Device, cfg Config) (*Allocator, error) {
 		cfg:       cfg,
 		total:     total,
 		maxSplit:  math.MaxUint64,
-		live:      make(map[uint64]*block),
 		siteCache: make(map[uintptr]Frame),
 	}
 	if cfg.MaxSplitSize != 0 {
@@ -406,7 +405,7 @@ func (a *Allocator) allocFoundLocked(b *block, size, req uint64, stack *callStac
 	b.seq = a.seq
 	b.stack = stack
 	b.seg.lastUse = a.seq
-	a.live[b.addr] = b
+	a.live.put(b)
 	a.st.inc(statAllocation, p, 1)
 	a.st.inc(statAllocatedBytes, p, int64(b.size))
 	a.st.inc(statActive, p, 1)
@@ -425,7 +424,7 @@ func (a *Allocator) Free(ptr uint64) error {
 		return nil
 	}
 	a.mu.Lock()
-	b := a.live[ptr]
+	b := a.live.get(ptr)
 	if b == nil {
 		err := a.badPointerLocked(ptr)
 		a.mu.Unlock()
@@ -445,7 +444,7 @@ func (a *Allocator) Free(ptr uint64) error {
 func (a *Allocator) freeChecked(ptr, seq uint64) (requested uint64, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.live[ptr]
+	b := a.live.get(ptr)
 	if b == nil || b.seq != seq {
 		return 0, ErrDoubleFree
 	}
@@ -459,7 +458,7 @@ func (a *Allocator) freeChecked(ptr, seq uint64) (requested uint64, err error) {
 // isLive reports whether ptr is still the allocation numbered seq.
 func (a *Allocator) isLive(ptr, seq uint64) bool {
 	a.mu.Lock()
-	b := a.live[ptr]
+	b := a.live.get(ptr)
 	ok := b != nil && b.seq == seq
 	a.mu.Unlock()
 	return ok
@@ -495,7 +494,7 @@ func (a *Allocator) segmentAtLocked(addr uint64) *segment {
 // streams used it, free otherwise.
 func (a *Allocator) freeLocked(b *block) error {
 	p := b.seg.pool
-	delete(a.live, b.addr)
+	a.live.del(b.addr)
 	a.st.dec(statAllocation, p, 1)
 	a.st.dec(statAllocatedBytes, p, int64(b.size))
 	if b.size >= a.maxSplit {
@@ -753,7 +752,7 @@ func (a *Allocator) Close() error {
 	if a.closed {
 		return nil
 	}
-	if n := len(a.live); n > 0 {
+	if n := a.live.len(); n > 0 {
 		return fmt.Errorf("alloc: close: %d allocations are still live", n)
 	}
 	if err := a.synchronizeEventsLocked(); err != nil {
@@ -779,6 +778,7 @@ func (a *Allocator) Close() error {
 		}
 	}
 	a.eventPool = nil
+	a.live.reset()
 	a.closed = true
 	return nil
 }
@@ -790,7 +790,7 @@ func (a *Allocator) Close() error {
 func (a *Allocator) RecordStream(ptr uint64, s Stream) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.live[ptr]
+	b := a.live.get(ptr)
 	if b == nil {
 		return fmt.Errorf("alloc: record stream %#x: %w", ptr, a.badPointerLocked(ptr))
 	}

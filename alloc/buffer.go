@@ -162,7 +162,7 @@ func (b *Buffer) RecordStream(s Stream) error {
 	a := b.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	blk := a.live[b.base]
+	blk := a.live.get(b.base)
 	if blk == nil || blk.seq != b.seq {
 		return fmt.Errorf("alloc: record stream on buffer %#x: %w", b.ptr, ErrFreed)
 	}

@@ -37,7 +37,7 @@ func (a *Allocator) SegmentCount() (total, releasable int) {
 func (a *Allocator) BlockSize(ptr uint64) uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if b := a.live[ptr]; b != nil {
+	if b := a.live.get(ptr); b != nil {
 		return b.size
 	}
 	return 0
@@ -100,7 +100,7 @@ func (a *Allocator) CheckInvariants() error {
 			switch b.state {
 			case stateAllocated:
 				allocated++
-				if a.live[b.addr] != b {
+				if a.live.get(b.addr) != b {
 					fail("allocated block %#x not in the live map", b.addr)
 				}
 				add(statAllocation, seg.pool, 1)
@@ -136,8 +136,8 @@ func (a *Allocator) CheckInvariants() error {
 			fail("segment %#x: blocks end at %#x, segment at %#x", seg.addr, end, seg.addr+seg.size)
 		}
 	}
-	if allocated != len(a.live) {
-		fail("live map has %d entries, %d blocks are allocated", len(a.live), allocated)
+	if allocated != a.live.len() {
+		fail("live map has %d entries, %d blocks are allocated", a.live.len(), allocated)
 	}
 	inIndex := 0
 	for p := range a.pools {

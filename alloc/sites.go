@@ -101,7 +101,7 @@ func (a *Allocator) LiveBySite() []SiteUsage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	bySite := map[string]*SiteUsage{}
-	for _, b := range a.live {
+	for b := range a.live.all() {
 		site := a.siteLocked(b.stack)
 		u := bySite[site]
 		if u == nil {
@@ -155,7 +155,7 @@ func (a *Allocator) Since(m Mark) []Allocation {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []Allocation
-	for _, b := range a.live {
+	for b := range a.live.all() {
 		if b.seq > m.seq {
 			out = append(out, Allocation{
 				Ptr: b.addr, Size: b.size, Requested: b.requested, Stream: b.stream, Seq: b.seq,
@@ -209,7 +209,7 @@ func (a *Allocator) Leaked() []Leak {
 func (a *Allocator) reclaimLeak(ptr, seq uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.live[ptr]
+	b := a.live.get(ptr)
 	if b == nil || b.seq != seq {
 		return
 	}
