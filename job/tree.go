@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"syscall"
@@ -312,9 +311,4 @@ func setSubreaper() error {
 		return fmt.Errorf("become a subreaper: %w", err)
 	}
 	return nil
-}
-
-// procPath joins the proc root and a PID.
-func procPath(root string, pid int, name string) string {
-	return filepath.Join(root, strconv.Itoa(pid), name)
 }
