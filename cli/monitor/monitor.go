@@ -66,16 +66,11 @@ type usage struct{ error }
 
 func (u usage) Unwrap() error { return u.error }
 
-// session is an open host with its sampler and the notes about which
-// devices are shown.
+// session is the open host with its sampler and selected GPUs, and the
+// warnings to print.
 type session struct {
-	host     gpu.Host
-	sampler  *gpu.Sampler
-	visible  gpu.Visible
-	shown    []int // NVML indices sampled
-	hostName string
+	*gpu.Opened
 	warnings []string
-	total    int // devices on the host
 }
 
 func (f *hostFlags) open() (*session, error) {
@@ -85,96 +80,26 @@ func (f *hostFlags) open() (*session, error) {
 	if f.idleWindow <= 0 {
 		return nil, usage{fmt.Errorf("--idle-window %v: must be positive", f.idleWindow)}
 	}
-	s := &session{}
-	var procs gpu.ProcSource
-	if f.simulate > 0 {
-		sim, err := gpu.NewSim(f.simulate, f.seed, env.Now)
-		if err != nil {
-			return nil, err
-		}
-		s.host, procs, s.hostName = sim, sim, "simulated"
-	} else {
-		h, err := env.OpenHost()
-		if err != nil {
-			if gpu.IsNoDriver(err) {
-				return nil, fmt.Errorf("%w; nothing to monitor here (`--simulate N` shows a simulated host of N GPUs; vram replay and the allocator's simulated device work without a GPU)", err)
-			}
-			return nil, err
-		}
-		s.host = h
-		pfs, err := gpu.NewProcFS(env.ProcRoot, env.LookupUser)
-		if err != nil {
-			s.warnings = append(s.warnings, fmt.Sprintf("processes are not enriched from /proc: %v", err))
-		} else {
-			procs = pfs
-		}
-		if n, err := env.Hostname(); err == nil {
-			s.hostName = n
-		}
-	}
-	devs, err := s.host.Devices()
-	if err != nil {
-		s.host.Close()
-		return nil, fmt.Errorf("list GPUs: %w", err)
-	}
-	s.total = len(devs)
-	ids := make([]gpu.Identity, 0, len(devs))
-	for _, d := range devs {
-		id, err := d.Identity()
-		if err != nil {
-			s.host.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	var sel []int
+	op, err := gpu.Open(gpu.OpenOptions{
+		Simulate: f.simulate, Seed: f.seed, GPUs: f.gpus, AllGPUs: f.allGPUs, IdleWindow: f.idleWindow,
+		OpenNVML: env.OpenHost, ProcRoot: env.ProcRoot, LookupUser: env.LookupUser,
+		Getenv: env.Getenv, Hostname: env.Hostname, Now: env.Now,
+	})
+	var ie *gpu.IndexError
 	switch {
-	case len(f.gpus) > 0:
-		sel = f.gpus
-		for _, i := range sel {
-			if i < 0 || i >= len(ids) {
-				s.host.Close()
-				return nil, usage{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", i, len(ids), len(ids)-1)}
-			}
-		}
-		s.visible = gpu.Visible{All: false, Indices: sel, Source: "--gpu"}
-	case f.allGPUs:
-		s.visible = gpu.Visible{All: true}
-	default:
-		s.visible = gpu.ParseVisible(env.Getenv, ids)
-		s.warnings = append(s.warnings, s.visible.Warnings...)
-		if !s.visible.All {
-			sel = s.visible.Indices
-		}
-	}
-	if sel == nil {
-		for _, id := range ids {
-			sel = append(sel, id.Index)
-		}
-	}
-	s.shown = sel
-	s.sampler, err = gpu.NewSampler(s.host, gpu.SamplerOptions{Procs: procs, IdleWindow: f.idleWindow, Devices: sel, Now: env.Now})
-	if err != nil {
-		s.host.Close()
+	case gpu.IsNoDriver(err):
+		return nil, fmt.Errorf("%w; nothing to monitor here (`--simulate N` shows a simulated host of N GPUs; vram replay and the allocator's simulated device work without a GPU)", err)
+	case errors.As(err, &ie):
+		return nil, usage{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)}
+	case err != nil:
 		return nil, err
 	}
+	s := &session{Opened: op}
+	if op.ProcErr != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("processes are not enriched from /proc: %v", op.ProcErr))
+	}
+	s.warnings = append(s.warnings, op.Warnings...)
 	return s, nil
-}
-
-// selectionNote says which GPUs are shown when not all are, or "".
-func (s *session) selectionNote() string {
-	if len(s.shown) == s.total {
-		return ""
-	}
-	var idx []string
-	for _, i := range s.shown {
-		idx = append(idx, fmt.Sprint(i))
-	}
-	list := strings.Join(idx, ",")
-	if list == "" {
-		list = "none"
-	}
-	return fmt.Sprintf("showing GPUs %s of %d (%s); --all-gpus shows all", list, s.total, s.visible.Source)
 }
 
 func warn(w io.Writer, msgs []string) {

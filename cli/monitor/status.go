@@ -64,14 +64,14 @@ func runStatus(stdout, stderr io.Writer, f *statusFlags) error {
 	if err != nil {
 		return err
 	}
-	defer s.host.Close()
-	snap, err := s.sampler.Sample()
+	defer s.Host.Close()
+	snap, err := s.Sampler.Sample()
 	if err != nil {
 		return err
 	}
 	var acc []gpu.AccountingDevice
 	if f.accounting {
-		acc = s.sampler.Accounting()
+		acc = s.Sampler.Accounting()
 	}
 	warnings := append(append([]string{}, s.warnings...), snap.Warnings...)
 	switch {
@@ -88,11 +88,11 @@ func runStatus(stdout, stderr io.Writer, f *statusFlags) error {
 }
 
 func headerLine(s *session, t time.Time) string {
-	info := s.host.Info()
+	info := s.Host.Info()
 	var b strings.Builder
 	fmt.Fprintf(&b, "vram status  %s", t.Format(timeFormat))
-	if s.hostName != "" {
-		fmt.Fprintf(&b, "  host %s", s.hostName)
+	if s.Hostname != "" {
+		fmt.Fprintf(&b, "  host %s", s.Hostname)
 	}
 	if info.Simulated {
 		fmt.Fprintf(&b, "  SIMULATED HOST (seed %d): synthetic GPUs and processes", info.SimSeed)
@@ -104,7 +104,7 @@ func headerLine(s *session, t time.Time) string {
 
 func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.AccountingDevice, f *statusFlags) error {
 	fmt.Fprintln(w, headerLine(s, snap.Time))
-	if note := s.selectionNote(); note != "" {
+	if note := s.SelectionNote(); note != "" {
 		fmt.Fprintln(w, note)
 	}
 	fmt.Fprintln(w)
@@ -366,8 +366,8 @@ func statusJSONOf(s *session, snap *gpu.Snapshot, acc []gpu.AccountingDevice, wa
 		Schema:    StatusSchema,
 		Time:      snap.Time.Format(time.RFC3339Nano),
 		Simulated: info.Simulated,
-		Host:      hostJSON{Hostname: s.hostName, Backend: info.Backend, DriverVersion: info.Driver, NVMLVersion: info.NVML, CUDAVersion: info.CUDA, GPUs: s.total},
-		Visible:   visibleJSON{All: len(s.shown) == s.total, Source: s.visible.Source, Shown: append([]int{}, s.shown...)},
+		Host:      hostJSON{Hostname: s.Hostname, Backend: info.Backend, DriverVersion: info.Driver, NVMLVersion: info.NVML, CUDAVersion: info.CUDA, GPUs: s.Total},
+		Visible:   visibleJSON{All: len(s.Shown) == s.Total, Source: s.Visible.Source, Shown: append([]int{}, s.Shown...)},
 		Devices:   []deviceJSON{},
 		Processes: []processJSON{},
 		Warnings:  append([]string{}, warnings...),

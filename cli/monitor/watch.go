@@ -118,7 +118,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 	if err != nil {
 		return err
 	}
-	defer s.host.Close()
+	defer s.Host.Close()
 	// One goroutine samples and prints. With a second P, every timer
 	// wakeup (hundreds a second at short intervals) also wakes a thread
 	// that spins looking for work and parks again; with one P it does
@@ -128,19 +128,19 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
 	warn(stderr, s.warnings)
-	if len(s.shown) == 0 {
-		return fmt.Errorf("%w: %s", errNoDevices, s.selectionNote())
+	if len(s.Shown) == 0 {
+		return fmt.Errorf("%w: %s", errNoDevices, s.SelectionNote())
 	}
-	if note := s.selectionNote(); note != "" {
+	if note := s.SelectionNote(); note != "" {
 		fmt.Fprintf(stderr, "vram: %s\n", note)
 	}
 	// The printer writes each interval (all of its lines) with one Write
 	// on stdout, so a pipe sees every line as soon as it is printed.
-	p := newWatchPrinter(stdout, f.format, f.processes, f.pids, s.host.Info(), f.interval)
+	p := newWatchPrinter(stdout, f.format, f.processes, f.pids, s.Host.Info(), f.interval)
 	if err := p.header(); err != nil {
 		return err
 	}
-	err = s.sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, p.print)
+	err = s.Sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, p.print)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}

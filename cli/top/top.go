@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -144,74 +143,41 @@ var defaultEnv = env{
 
 // open opens the real driver (or the simulated host) and selects the GPUs
 // the way vram status does: --gpu, else --all-gpus, else the visible-devices
-// variables.
+// variables (gpu.Open).
 func open(o *Options, e env) (*source, error) {
-	src := &source{}
-	var procs gpu.ProcSource
-	var notes []string
-	if o.Simulate > 0 {
-		sim, err := gpu.NewSim(o.Simulate, o.Seed, e.now)
-		if err != nil {
-			return nil, err
-		}
-		src.host, procs, src.procs, src.name = sim, sim, sim, "simulated"
-		// A simulated PID may exist on this machine: never signal it.
-		src.signal = SignallerFunc(func(int, syscall.Signal) error { return nil })
-	} else {
-		h, err := e.openHost()
-		if err != nil {
-			if gpu.IsNoDriver(err) {
-				return nil, fmt.Errorf("%w; nothing to monitor here (`vram top --simulate N` shows a simulated host of N GPUs)", err)
-			}
-			return nil, err
-		}
-		src.host = h
-		if pfs, err := gpu.NewProcFS(e.procRoot, nil); err != nil {
-			notes = append(notes, fmt.Sprintf("no process details and no signals: %v", err))
-		} else {
-			procs, src.procs, src.signal = pfs, pfs, KillSignaller
-		}
-		if n, err := e.hostname(); err == nil {
-			src.name = n
-		}
-	}
-	fail := func(err error) (*source, error) { src.host.Close(); return nil, err }
-	s, err := gpu.NewSampler(src.host, gpu.SamplerOptions{Procs: procs, IdleWindow: o.IdleWindow, Now: e.now})
-	if err != nil {
-		return fail(err)
-	}
-	all := s.AllDevices()
-	var sel []int
-	var why string
+	op, err := gpu.Open(gpu.OpenOptions{
+		Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: o.IdleWindow,
+		OpenNVML: e.openHost, ProcRoot: e.procRoot, Getenv: e.getenv, Hostname: e.hostname, Now: e.now,
+	})
+	var ie *gpu.IndexError
 	switch {
-	case len(o.GPUs) > 0:
-		for _, i := range o.GPUs {
-			if i < 0 || i >= len(all) {
-				return fail(usageError{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", i, len(all), len(all)-1)})
-			}
-		}
-		sel, why = o.GPUs, "--gpu"
-	case !o.AllGPUs:
-		v := gpu.ParseVisible(e.getenv, all)
-		notes = append(notes, v.Warnings...)
-		if !v.All {
-			if len(v.Indices) == 0 {
-				return fail(fmt.Errorf("%s selects no GPU; --all-gpus shows every GPU", v.Source))
-			}
-			sel, why = v.Indices, v.Source
-		}
+	case gpu.IsNoDriver(err):
+		return nil, fmt.Errorf("%w; nothing to monitor here (`vram top --simulate N` shows a simulated host of N GPUs)", err)
+	case errors.As(err, &ie):
+		return nil, usageError{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)}
+	case err != nil:
+		return nil, err
 	}
-	if sel != nil {
-		if s, err = gpu.NewSampler(src.host, gpu.SamplerOptions{Procs: procs, IdleWindow: o.IdleWindow, Devices: sel, Now: e.now}); err != nil {
-			return fail(err)
-		}
-		ids := make([]string, len(sel))
-		for i, x := range sel {
-			ids[i] = strconv.Itoa(x)
-		}
-		notes = append(notes, fmt.Sprintf("showing GPUs %s of %d (%s); --all-gpus shows all", strings.Join(ids, ","), len(all), why))
+	if !op.Visible.All && len(op.Shown) == 0 {
+		op.Host.Close()
+		return nil, fmt.Errorf("%s selects no GPU; --all-gpus shows every GPU", op.Visible.Source)
 	}
-	src.sampler = s
+	src := &source{host: op.Host, sampler: op.Sampler, name: op.Hostname}
+	var notes []string
+	switch {
+	case op.Host.Info().Simulated:
+		// A simulated PID may exist on this machine: never signal it.
+		src.procs = op.Procs
+		src.signal = SignallerFunc(func(int, syscall.Signal) error { return nil })
+	case op.Procs != nil:
+		src.procs, src.signal = op.Procs, KillSignaller
+	default:
+		notes = append(notes, fmt.Sprintf("no process details and no signals: %v", op.ProcErr))
+	}
+	notes = append(notes, op.Warnings...)
+	if note := op.SelectionNote(); note != "" {
+		notes = append(notes, note)
+	}
 	src.note = strings.Join(notes, " · ")
 	return src, nil
 }
