@@ -406,11 +406,7 @@ func (a *Allocator) allocFoundLocked(b *block, size, req uint64, stack *callStac
 	b.stack = stack
 	b.seg.lastUse = a.seq
 	a.live.put(b)
-	a.st.inc(statAllocation, p, 1)
-	a.st.inc(statAllocatedBytes, p, int64(b.size))
-	a.st.inc(statActive, p, 1)
-	a.st.inc(statActiveBytes, p, int64(b.size))
-	a.st.inc(statRequestedBytes, p, int64(req))
+	a.st.allocated(p, int64(b.size), int64(req))
 	if b.size >= a.maxSplit {
 		a.st.oversizeAllocations.increase(1)
 	}

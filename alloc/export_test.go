@@ -177,7 +177,7 @@ func (a *Allocator) CheckInvariants() error {
 	}
 	for k := range recount {
 		for i := range recount[k] {
-			st := a.st.s[k][i]
+			st := a.st.get(k, i)
 			if st.Current != recount[k][i] {
 				fail("stat %s[%d].current = %d, recount %d", statNames[k], i, st.Current, recount[k][i])
 			}

@@ -80,9 +80,41 @@ var statNames = [numStatKinds]string{
 	"reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes",
 }
 
+// runStat is a Stat as the allocator keeps it: the fields written on every
+// operation only. An increase updates Current, Allocated and Peak (one
+// conditional move, no branch); a decrease updates only Current. Freed is
+// derived when read: since the last ResetAccumulatedStats, Current has
+// moved from base by Allocated minus Freed, so Freed = Allocated + base -
+// Current.
+type runStat struct {
+	Current   int64
+	Peak      int64
+	Allocated int64 // sum of increases since the last ResetAccumulatedStats
+	base      int64 // Current at the last ResetAccumulatedStats
+}
+
+func (s *runStat) increase(n int64) {
+	s.Current += n
+	s.Allocated += n
+	s.Peak = max(s.Peak, s.Current)
+}
+
+func (s *runStat) decrease(n int64) { s.Current -= n }
+
+func (s *runStat) stat() Stat {
+	return Stat{Current: s.Current, Peak: s.Peak, Allocated: s.Allocated, Freed: s.Allocated + s.base - s.Current}
+}
+
 // statsState is the allocator's running statistics, guarded by its mutex.
+//
+// The pool statistics s[kind][pool+1] are complete runStats. The "all"
+// entry s[kind][0] keeps only Current and Peak (the peak of the sum is not
+// the sum of the peaks); its Allocated and Freed are the sums of the
+// pools', computed when read. So an increase writes five words and a
+// decrease two, where a Stat for all and one for the pool updated
+// separately would write eight and four.
 type statsState struct {
-	s                   [numStatKinds][3]Stat // [kind][all, small, large]
+	s                   [numStatKinds][3]runStat // [kind][all, small, large]
 	oversizeAllocations Stat
 	oversizeSegments    Stat
 	numAllocRetries     int64
@@ -97,17 +129,41 @@ type statsState struct {
 }
 
 func (st *statsState) inc(kind, pool int, n int64) {
-	st.s[kind][0].increase(n)
-	st.s[kind][pool+1].increase(n)
+	k := &st.s[kind]
+	k[pool+1].increase(n)
+	k[0].Current += n
+	k[0].Peak = max(k[0].Peak, k[0].Current)
 }
 
 func (st *statsState) dec(kind, pool int, n int64) {
-	st.s[kind][0].decrease(n)
-	st.s[kind][pool+1].decrease(n)
+	k := &st.s[kind]
+	k[pool+1].Current -= n
+	k[0].Current -= n
+}
+
+// allocated records a new allocation of size bytes, req of them requested,
+// in pool p: the five statistics of an allocation in one pass.
+func (st *statsState) allocated(p int, size, req int64) {
+	st.inc(statAllocation, p, 1)
+	st.inc(statAllocatedBytes, p, size)
+	st.inc(statActive, p, 1)
+	st.inc(statActiveBytes, p, size)
+	st.inc(statRequestedBytes, p, req)
+}
+
+// get returns statistic kind for index i (0 all, 1 small pool, 2 large).
+func (st *statsState) get(kind, i int) Stat {
+	if i > 0 {
+		return st.s[kind][i].stat()
+	}
+	k := &st.s[kind]
+	small, large := k[1].stat(), k[2].stat()
+	return Stat{Current: k[0].Current, Peak: k[0].Peak,
+		Allocated: small.Allocated + large.Allocated, Freed: small.Freed + large.Freed}
 }
 
 func (st *statsState) export(maxSplit uint64) Stats {
-	set := func(k int) StatSet { return StatSet{st.s[k][0], st.s[k][1], st.s[k][2]} }
+	set := func(k int) StatSet { return StatSet{st.get(k, 0), st.get(k, 1), st.get(k, 2)} }
 	out := Stats{
 		Allocation:          set(statAllocation),
 		Segment:             set(statSegment),
@@ -203,7 +259,7 @@ func (a *Allocator) ResetAccumulatedStats() {
 	defer a.mu.Unlock()
 	for k := range a.st.s {
 		for i := range a.st.s[k] {
-			a.st.s[k][i].Allocated, a.st.s[k][i].Freed = 0, 0
+			a.st.s[k][i].Allocated, a.st.s[k][i].base = 0, a.st.s[k][i].Current
 		}
 	}
 	a.st.oversizeAllocations.Allocated, a.st.oversizeAllocations.Freed = 0, 0
