@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vramhq/vram/units"
 )
 
 // EnvConfig is the environment variable read by ConfigFromEnv.
@@ -314,52 +316,9 @@ func parseFraction(s string) (float64, error) {
 	return f, nil
 }
 
-var sizeUnits = map[string]float64{
-	"": 1, "b": 1,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-	"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
-	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-}
-
-// ParseSize reads a byte count such as "4096", "512MiB", "1.5GiB" or "8GB".
-// Binary units (KiB, MiB, GiB, TiB, and the bare K, M, G, T) are powers of
-// 1024; KB, MB, GB and TB are powers of 1000.
-func ParseSize(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-		i++
-	}
-	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
-	if num == "" {
-		return 0, fmt.Errorf("size %q: want a number with an optional unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s)
-	}
-	mult, ok := sizeUnits[unit]
-	if !ok {
-		return 0, fmt.Errorf("size %q: unknown unit %q", s, s[i:])
-	}
-	if !strings.Contains(num, ".") {
-		n, err := strconv.ParseUint(num, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("size %q: %w", s, unwrapNum(err))
-		}
-		m := uint64(mult)
-		hi, lo := bits.Mul64(n, m)
-		if hi != 0 {
-			return 0, fmt.Errorf("size %q: too large", s)
-		}
-		return lo, nil
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: %w", s, unwrapNum(err))
-	}
-	v := math.Ceil(f * mult)
-	if v >= math.MaxUint64 {
-		return 0, fmt.Errorf("size %q: too large", s)
-	}
-	return uint64(v), nil
-}
+// ParseSize reads a byte count such as "4096", "512MiB", "1.5GiB" or "8GB"
+// (package units spells out the rules).
+func ParseSize(s string) (uint64, error) { return units.ParseBytes(s) }
 
 // parseDivisions reads "N" or "[K:N,K:N,>:N]" (see ParseConfig).
 func parseDivisions(s string) ([numRoundupIntervals]uint32, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/units"
 )
 
 // Causes of an out-of-memory failure, as Diagnose names them.
@@ -52,7 +53,7 @@ func diagnose(r *Result, msgs []Message) OOM {
 	if r.Limit.Hit {
 		o.Cause = CauseLimit
 		o.Explanation = fmt.Sprintf("vram ended the job: it held %s on GPU %d, its limit is %s",
-			FormatBytes(r.Limit.Bytes), r.Devices[r.Limit.Device].Index, FormatBytes(r.Limit.Cap))
+			units.FormatBytes(r.Limit.Bytes), r.Devices[r.Limit.Device].Index, units.FormatBytes(r.Limit.Cap))
 		o.Advice = "raise --limit, or make the job use less memory (a smaller batch: vram fit)"
 		return o
 	}
@@ -78,7 +79,7 @@ func diagnose(r *Result, msgs []Message) OOM {
 		float64(held) >= otherShare*float64(capacity) && held >= best.Tried {
 		o.Cause, o.Holder = CauseOtherProcess, h
 		o.Explanation = fmt.Sprintf("other processes held %s of the GPU's %s when the job died; the largest is pid %d (%s) with %s",
-			FormatBytes(held), FormatBytes(capacity), h.PID, orUnknown(h.Command), FormatBytes(h.AtEnd))
+			units.FormatBytes(held), units.FormatBytes(capacity), h.PID, orUnknown(h.Command), units.FormatBytes(h.AtEnd))
 		o.Advice = fmt.Sprintf("free the GPU (pid %d), or run the job on another GPU (CUDA_VISIBLE_DEVICES)", h.PID)
 		return o
 	}
@@ -94,7 +95,7 @@ func diagnose(r *Result, msgs []Message) OOM {
 		float64(best.Unallocated) >= fragShare*float64(capacity) {
 		o.Cause = CauseFragmentation
 		o.Explanation = fmt.Sprintf("PyTorch held %s reserved but unallocated, more than the %s it failed to allocate: the free memory was fragmented",
-			FormatBytes(best.Unallocated), FormatBytes(best.Tried))
+			units.FormatBytes(best.Unallocated), units.FormatBytes(best.Tried))
 		o.Advice = "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or call torch.cuda.empty_cache() between phases of different shapes)"
 		return o
 	}
@@ -103,11 +104,11 @@ func diagnose(r *Result, msgs []Message) OOM {
 	switch {
 	case best.Tried > 0 && best.Capacity > 0:
 		o.Explanation = fmt.Sprintf("the job had %s allocated and asked for %s more on a GPU of %s (%s free)",
-			FormatBytes(best.Allocated), FormatBytes(best.Tried), FormatBytes(best.Capacity), FormatBytes(best.Free))
+			units.FormatBytes(best.Allocated), units.FormatBytes(best.Tried), units.FormatBytes(best.Capacity), units.FormatBytes(best.Free))
 	case best.Tried > 0:
-		o.Explanation = fmt.Sprintf("the job asked for %s more than the GPU could give", FormatBytes(best.Tried))
+		o.Explanation = fmt.Sprintf("the job asked for %s more than the GPU could give", units.FormatBytes(best.Tried))
 	case r.Peak.Bytes > 0:
-		o.Explanation = fmt.Sprintf("the job reached %s before it failed", FormatBytes(r.Peak.Bytes))
+		o.Explanation = fmt.Sprintf("the job reached %s before it failed", units.FormatBytes(r.Peak.Bytes))
 	default:
 		o.Explanation = "the job needs more memory than the GPU has free"
 	}

@@ -5,18 +5,19 @@ import (
 	"fmt"
 
 	"github.com/vramhq/vram/job"
+	"github.com/vramhq/vram/units"
 )
 
 func ExampleMatchLine() {
 	m, ok := job.MatchLine("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.25 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 78.12 GiB memory in use. Of the allocated memory 61.50 GiB is allocated by PyTorch, and 16.03 GiB is reserved by PyTorch but unallocated.")
-	fmt.Println(ok, m.Framework, job.FormatBytes(m.Tried), job.FormatBytes(m.Capacity), job.FormatBytes(m.Unallocated))
+	fmt.Println(ok, m.Framework, units.FormatBytes(m.Tried), units.FormatBytes(m.Capacity), units.FormatBytes(m.Unallocated))
 	// Output: true pytorch 2.00 GiB 79.25 GiB 16.03 GiB
 }
 
 func ExampleParseLimit() {
 	for _, s := range []string{"8GiB", "50%"} {
 		l, _ := job.ParseLimit(s)
-		fmt.Println(l, job.FormatBytes(l.On(job.Device{Total: 80 << 30})))
+		fmt.Println(l, units.FormatBytes(l.On(job.Device{Total: 80 << 30})))
 	}
 	// Output:
 	// 8.00 GiB 8.00 GiB

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vramhq/vram/units"
 )
 
 // Placeholder marks where the candidate batch size goes in a fit command.
@@ -202,7 +204,7 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 			tr.Outcome = Skipped
 			res.Trials = append(res.Trials, tr)
 			fmt.Fprintf(spec.Progress, "fit: batch %d skipped: the fitted line puts its peak at %s, the GPU has %s for the job\n",
-				c, FormatBytes(tr.Predicted), FormatBytes(uint64(s.capacity)))
+				c, units.FormatBytes(tr.Predicted), units.FormatBytes(uint64(s.capacity)))
 			s.record(c, why, false, 0, 0)
 			continue
 		}
@@ -233,7 +235,7 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 		res.Trials = append(res.Trials, tr)
 		peak := ""
 		if r.Memory {
-			peak = ", peak " + FormatBytes(tr.Peak)
+			peak = ", peak " + units.FormatBytes(tr.Peak)
 		}
 		fmt.Fprintf(spec.Progress, "fit: trial %d: batch %d %s%s in %s\n", n, c, tr.Outcome, peak, round(tr.Duration))
 		if tr.Outcome == Failed {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/units"
 )
 
 // WriteHTML writes a self-contained page (inline SVG and CSS, no scripts,
@@ -52,9 +53,9 @@ svg { background: #fcfcfc; border: 1px solid #ddd; }
 		row("memory", e("unavailable: "+orUnknown(r.MemoryNote)))
 	} else if r.Peak.Bytes > 0 {
 		d := r.Devices[r.Peak.Device]
-		row("peak", e(fmt.Sprintf("%s at %s on GPU %d (%s), pid %d %s", FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, r.Peak.Command)))
+		row("peak", e(fmt.Sprintf("%s at %s on GPU %d (%s), pid %d %s", units.FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, r.Peak.Command)))
 		if r.SteadyKnown {
-			row("steady state", e(FormatBytes(r.Steady)+" (median floor after warm-up)"))
+			row("steady state", e(units.FormatBytes(r.Steady)+" (median floor after warm-up)"))
 		}
 		cls := "ok"
 		if r.Leak.Kind == detect.Leak {
@@ -89,14 +90,14 @@ svg { background: #fcfcfc; border: 1px solid #ddd; }
 				job = append(job, Point{s.T, s.JobDev[d]})
 				all = append(all, Point{s.T, s.Used[d]})
 			}
-			c.hline(float64(dev.Total), "#999", "total "+FormatBytes(dev.Total))
+			c.hline(float64(dev.Total), "#999", "total "+units.FormatBytes(dev.Total))
 			if r.Limit.Limit.Set() {
-				c.hline(float64(r.Limit.Limit.On(dev)), "#d60", "limit "+FormatBytes(r.Limit.Limit.On(dev)))
+				c.hline(float64(r.Limit.Limit.On(dev)), "#d60", "limit "+units.FormatBytes(r.Limit.Limit.On(dev)))
 			}
 			c.series(all, "#bbb", "device used (all processes)")
 			c.series(job, "#1565c0", "the job")
 			if r.Peak.Device == d {
-				c.point(r.Peak.At, float64(r.Peak.Bytes), "#c00", "peak "+FormatBytes(r.Peak.Bytes))
+				c.point(r.Peak.At, float64(r.Peak.Bytes), "#c00", "peak "+units.FormatBytes(r.Peak.Bytes))
 			}
 			if r.Leak.Kind == detect.Leak && len(used) == 1 {
 				end := r.Samples[len(r.Samples)-1].T
@@ -127,7 +128,7 @@ svg { background: #fcfcfc; border: 1px solid #ddd; }
 				if i >= len(palette) {
 					break
 				}
-				c.series(p.Series, palette[i], fmt.Sprintf("pid %d %s (peak %s)", p.PID, p.Command, FormatBytes(p.Peak)))
+				c.series(p.Series, palette[i], fmt.Sprintf("pid %d %s (peak %s)", p.PID, p.Command, units.FormatBytes(p.Peak)))
 			}
 			c.write(bw)
 		}
@@ -135,7 +136,7 @@ svg { background: #fcfcfc; border: 1px solid #ddd; }
 	if len(r.Others) > 0 {
 		bw.WriteString("<h2>Other processes on the job's GPUs</h2>\n<table>\n<tr><th>pid</th><th>command</th><th>peak</th><th>when the job ended</th></tr>\n")
 		for _, o := range r.Others {
-			fmt.Fprintf(bw, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", o.PID, e(o.Command), FormatBytes(o.Peak), FormatBytes(o.AtEnd))
+			fmt.Fprintf(bw, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", o.PID, e(o.Command), units.FormatBytes(o.Peak), units.FormatBytes(o.AtEnd))
 		}
 		bw.WriteString("</table>\n")
 	}
@@ -249,7 +250,7 @@ func (c *chart) write(w io.Writer) {
 	for i := 0; i <= 4; i++ {
 		v := c.top / 1.05 * float64(i) / 4
 		fmt.Fprintf(w, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`+"\n", padL, chartW-padR, c.y(v), c.y(v))
-		fmt.Fprintf(w, `<text class="lbl" x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", padL-4, c.y(v)+4, html.EscapeString(FormatBytes(uint64(v))))
+		fmt.Fprintf(w, `<text class="lbl" x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", padL-4, c.y(v)+4, html.EscapeString(units.FormatBytes(uint64(v))))
 	}
 	for i := 0; i <= 5; i++ {
 		t := c.span * time.Duration(i) / 5

@@ -117,37 +117,6 @@ func TestScannerTailAndLongLines(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
-	tests := []struct {
-		in   string
-		want uint64
-		err  string
-	}{
-		{"4096", 4096, ""},
-		{"8GiB", 8 * gib, ""},
-		{"1.5 GiB", 3 * gib / 2, ""},
-		{"8GB", 8e9, ""},
-		{"512m", 512 * mib, ""},
-		{"", 0, "want a number"},
-		{"GiB", 0, "want a number"},
-		{"8 parsecs", 0, "unknown unit"},
-		{"1.2.3GiB", 0, "not a number"},
-		{"99999999999TiB", 0, "too large"},
-	}
-	for _, tt := range tests {
-		got, err := ParseBytes(tt.in)
-		if tt.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("ParseBytes(%q) = %d, %v; want error %q", tt.in, got, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ParseBytes(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
-		}
-	}
-}
-
 func TestParseLimit(t *testing.T) {
 	tests := []struct {
 		in   string

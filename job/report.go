@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/units"
 )
 
 // SchemaRun names the JSON layout of WriteJSON.
@@ -268,9 +269,9 @@ func (r *Result) WriteText(w io.Writer) {
 	} else {
 		d := r.Devices[r.Peak.Device]
 		p("peak", "%s at %s on GPU %d (%s), pid %d %s holding %s",
-			FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, r.Peak.Command, FormatBytes(r.Peak.PIDDev))
+			units.FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, r.Peak.Command, units.FormatBytes(r.Peak.PIDDev))
 		if r.SteadyKnown {
-			p("steady", "%s (median floor after %s of warm-up)", FormatBytes(r.Steady), round(r.Leak.WarmUp))
+			p("steady", "%s (median floor after %s of warm-up)", units.FormatBytes(r.Steady), round(r.Leak.WarmUp))
 		} else {
 			p("steady", "unknown (too short)")
 		}
@@ -278,7 +279,7 @@ func (r *Result) WriteText(w io.Writer) {
 		for i, s := range r.Samples {
 			vals[i] = s.Job
 		}
-		p("memory", "%s  0–%s over %s, %d samples", Sparkline(vals, 60), FormatBytes(r.Peak.Bytes), round(r.Duration), len(r.Samples))
+		p("memory", "%s  0–%s over %s, %d samples", Sparkline(vals, 60), units.FormatBytes(r.Peak.Bytes), round(r.Duration), len(r.Samples))
 		p("leak", "%s (confidence %.3f, %+.1f MiB/min)", r.Leak.Reason, r.Leak.Confidence, r.Leak.MiBPerMin())
 		above := r.AboveSeconds(0.9)
 		for _, i := range r.UsedDevices() {
@@ -286,7 +287,7 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 		if len(r.Procs) > 1 {
 			for _, pr := range r.Procs {
-				p("process", "pid %d peak %s %s", pr.PID, FormatBytes(pr.Peak), pr.Command)
+				p("process", "pid %d peak %s %s", pr.PID, units.FormatBytes(pr.Peak), pr.Command)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/units"
 )
 
 // DefaultInterval is the default sampling interval of a job's memory.
@@ -532,13 +533,13 @@ func (s *supervisor) checkLimit() bool {
 		if b >= capB {
 			l.Hit, l.At, l.Device, l.Bytes, l.Cap = true, smp.T, i, b, capB
 			fmt.Fprintf(s.spec.Warn, "vram: the job holds %s on GPU %d, its limit is %s: ending it\n",
-				FormatBytes(b), d.Index, FormatBytes(capB))
+				units.FormatBytes(b), d.Index, units.FormatBytes(capB))
 			return true
 		}
 		if !l.Warned && float64(b) >= 0.9*float64(capB) {
 			l.Warned = true
 			fmt.Fprintf(s.spec.Warn, "vram: warning: the job holds %s on GPU %d, %.0f%% of its %s limit\n",
-				FormatBytes(b), d.Index, 100*float64(b)/float64(capB), FormatBytes(capB))
+				units.FormatBytes(b), d.Index, 100*float64(b)/float64(capB), units.FormatBytes(capB))
 		}
 	}
 	return false

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/job"
+	"github.com/vramhq/vram/units"
 )
 
 // SchemaFit names the JSON layout of vram fit.
@@ -158,10 +159,10 @@ func writeFitTable(w io.Writer, res *job.FitResult, f *fitFlags) {
 		}
 		peak, pred := "-", "-"
 		if t.Peak > 0 {
-			peak = job.FormatBytes(t.Peak)
+			peak = units.FormatBytes(t.Peak)
 		}
 		if t.Predicted > 0 {
-			pred = job.FormatBytes(t.Predicted)
+			pred = units.FormatBytes(t.Predicted)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%s\t\n", id, t.Batch, t.Outcome, peak, pred, t.Seconds, t.Why)
 	}
@@ -169,7 +170,7 @@ func writeFitTable(w io.Writer, res *job.FitResult, f *fitFlags) {
 	fmt.Fprintln(w)
 	if res.Line != nil {
 		fmt.Fprintf(w, "memory ≈ %s + %s per batch element (R² %.3f over %d sizes); capacity for the job %s\n",
-			job.FormatBytes(uint64(max(0, res.Line.A))), job.FormatBytes(uint64(max(0, res.Line.B))), res.Line.R2, res.Line.N, job.FormatBytes(res.Capacity))
+			units.FormatBytes(uint64(max(0, res.Line.A))), units.FormatBytes(uint64(max(0, res.Line.B))), res.Line.R2, res.Line.N, units.FormatBytes(res.Capacity))
 	}
 	if res.Found {
 		fmt.Fprintf(w, "largest batch that fits: %d (%s)\n", res.MaxBatch, res.Stop)
