@@ -167,14 +167,24 @@
 //  2. Otherwise place the request on an unmapped block of the stream,
 //     starting at the mapped free block just before it if any: the place
 //     needing the fewest new pages wins, then the tightest, then the lowest.
-//  3. Map the missing pages: first idle pages taken from anywhere (any
-//     stream, after waiting for that stream when the backend can:
+//  3. Map the missing pages: first whole idle chunks taken from anywhere
+//     (any stream, after waiting for that stream when the backend can:
 //     cuMemUnmap does not wait for work in flight), one MemUnmap and one
-//     MemMap each; only for the rest, MemCreate new pages. One MemSetAccess
-//     covers the run. New physical memory is created only when idle pages
-//     cannot cover the request, so reserved memory grows only when every
-//     mapped page is in use: physical memory cannot be fragmented, only the
-//     pages shared by a live block and a free neighbour are partly wasted.
+//     MemMap each; only for the rest, MemCreate new chunks. One
+//     MemSetAccess covers the run. New physical memory is created only
+//     when idle chunks cannot cover the request, so reserved memory grows
+//     only when every chunk holds a live block; the waste is the idle
+//     pages of chunks that a live block still uses.
+//
+// Chunks. Physical memory is created in chunks: one MemCreate of several
+// pages, mapped by one MemMap. The driver maps a physical allocation from
+// its start and unmaps only whole mappings, so a chunk moves or goes back
+// to the device only when all of its pages are idle. Growth creates the
+// shortfall rounded up to pages, ahead by up to 20 MiB once the large
+// pool holds 64 times that, in chunks of at most 20 MiB (PyTorch's
+// expandable segments map 20 MiB pages in the large pool): about as many
+// driver calls as theirs, at the price of coarser moves and releases
+// (docs/alloc.md has the figures for other chunk sizes).
 //  4. Cap or device full: wait for pending frees, search again, release the
 //     small pool's cached segments, try again, then report out of memory
 //     (OutOfMemoryError.PageMapped says why fragmentation is not the cause).
@@ -189,24 +199,23 @@
 // page_release_window allocations (default 4096). At the end of each
 // window it keeps enough idle pages to grow back to the peak of the last
 // two windows, plus page_release_slack (default 3 %) of that peak, and
-// releases the rest in one batch (MemUnmap and MemRelease per page, at
-// least 4 pages or nothing), highest addresses first. A job whose peak
-// recurs within two windows releases nothing; one that moved to a smaller
-// phase gives its memory back within two windows. EmptyCache releases
-// every idle page at once.
+// releases the rest in one batch (whole idle chunks, highest addresses
+// first; MemUnmap and MemRelease per chunk; at least 4 pages or nothing).
+// A job whose peak recurs within two windows releases nothing; one that
+// moved to a smaller phase gives its memory back within two windows.
+// EmptyCache releases every idle chunk at once.
 //
 // Statistics: reserved_bytes counts mapped pages (plus small segments);
 // num_device_alloc and num_device_free count MemCreate and MemRelease
-// too; num_mem_map, num_mem_unmap, num_stream_syncs and
-// num_page_releases count the page work. The segment statistics count
-// an arena as one segment; a Snapshot shows an arena with its mapped size
+// too; num_mem_map, num_mem_unmap (calls, one per chunk),
+// num_stream_syncs and num_page_releases count the page work. The segment
+// statistics count an arena as one segment; a Snapshot shows an arena with its mapped size
 // and without its unmapped ranges.
 //
-// Limits: one physical allocation per page, so growth costs a MemCreate
-// and a MemMap per page (PyTorch's expandable segments use 20 MiB pages
-// in the large pool: fewer calls, coarser release); page_mapped cannot be
-// combined with max_split_size_mb or prealloc_bytes;
-// garbage_collection_threshold applies to the small pool only.
+// Limits: idle pages inside a chunk that a live block still uses can serve
+// requests only where they are; page_mapped cannot be combined with
+// max_split_size_mb or prealloc_bytes; garbage_collection_threshold
+// applies to the small pool only.
 //
 // # Not done yet
 //

@@ -1,10 +1,10 @@
 package alloc
 
 // The page-mapped mode (page_mapped:true): large-pool memory is physical
-// pages mapped into reserved address ranges, and pages move to where they
-// are needed. See doc.go ("Page-mapped mode") for an overview; this file
-// holds the arenas, placement, stealing, the release policy and the
-// teardown.
+// chunks (one MemCreate of whole pages each) mapped into reserved address
+// ranges, and idle chunks move to where they are needed. See doc.go
+// ("Page-mapped mode") for an overview; this file holds the arenas, the
+// chunks, placement, moves, the release policy and the teardown.
 
 import (
 	"errors"
@@ -12,13 +12,27 @@ import (
 	"sort"
 )
 
-// Defaults of the release policy.
+// Defaults of the release policy and of growth.
 const (
 	defaultPageSlack  = 0.03 // page_release_slack
 	defaultPageWindow = 4096 // page_release_window, allocations
 	arenaVAFactor     = 4    // an arena reserves this many times the device's memory
 	minTrimPages      = 4    // a trim releases at least this many pages, or nothing
 )
+
+// growChunkBytes is how far one growth may create ahead of need, rounded
+// up to whole pages, when the cap and the free address space allow it and
+// the large pool already holds 64 times as much (a small job grows by
+// its shortfall only): PyTorch's expandable segments map 20 MiB pages in
+// the large pool, so a run of small growths costs no more driver calls
+// than theirs. Tests change it to measure the trade-off.
+var growChunkBytes uint64 = 20 << 20
+
+// maxChunkBytes is the most one MemCreate creates (rounded up to whole
+// pages); a larger growth creates several chunks of this size, mapped in
+// a row. Small chunks can be moved and released where large ones would
+// stay pinned by a small live block; each costs a MemCreate and a MemMap.
+var maxChunkBytes uint64 = 20 << 20
 
 // streamSynchronizer is implemented by backends that can wait for the work
 // queued on one stream (cuStreamSynchronize). Pages are unmapped only after
@@ -31,13 +45,15 @@ type streamSynchronizer interface {
 // pagedState is the state of the page-mapped mode, guarded by the
 // allocator's mutex.
 type pagedState struct {
-	vm     VirtualMemory
-	sync   streamSynchronizer // nil when the backend has none
-	gran   uint64             // page size, from VirtualMemory.Granularity
-	vaSize uint64             // address space per arena
-	arenas []*arena           // in creation order
-	slack  float64
-	window uint64 // allocations per release window; 0: no automatic release
+	vm       VirtualMemory
+	sync     streamSynchronizer // nil when the backend has none
+	gran     uint64             // page size, from VirtualMemory.Granularity
+	vaSize   uint64             // address space per arena
+	arenas   []*arena           // in creation order
+	slack    float64
+	window   uint64 // allocations per release window; 0: no automatic release
+	chunk    uint64 // least bytes one growth creates (growChunkBytes in pages)
+	maxChunk uint64 // most bytes of one chunk (maxChunkBytes in pages)
 
 	winStart uint64   // allocation number at the start of the current window
 	winPeak  [2]int64 // large-pool active bytes peak: this window, the previous one
@@ -53,22 +69,35 @@ type pagedState struct {
 // the same kind (they are merged).
 type arena struct {
 	seg      *segment
-	pages    []physPage // page i is [seg.addr+i*gran, +gran); past the end: unmapped
-	mapped   uint64     // bytes of mapped pages
-	unmapped *block     // head of the unmapped free blocks
+	pages    []*chunk // page i is [seg.addr+i*gran, +gran); nil or past the end: unmapped
+	mapped   uint64   // bytes of mapped pages
+	unmapped *block   // head of the unmapped free blocks
 }
 
-// physPage is the physical memory mapped at one page, if any.
-type physPage struct {
-	h  PhysHandle
-	ok bool
+// chunk is one physical allocation (one MemCreate) of whole pages, mapped
+// as a whole at [addr, addr+size) of an arena. The driver maps a physical
+// allocation from its start and unmaps only whole mappings (cuMemUnmap
+// cannot unmap part of a range that one cuMemMap mapped), so a chunk is
+// moved or released only when all of its pages are idle; pages that are
+// idle inside a chunk still in use serve requests where they are.
+type chunk struct {
+	h          PhysHandle
+	addr, size uint64
 }
+
+func (c *chunk) end() uint64 { return c.addr + c.size }
 
 // idleRange is a run [lo, hi) of whole pages inside one mapped free block:
 // memory no block uses, which can be moved or released.
 type idleRange struct {
 	b      *block
 	lo, hi uint64
+}
+
+// idleChunk is a chunk all of whose pages are idle, inside free block b.
+type idleChunk struct {
+	c *chunk
+	b *block
 }
 
 func (a *Allocator) initPagedLocked() error {
@@ -95,6 +124,8 @@ func (a *Allocator) initPagedLocked() error {
 		pg.window = uint64(a.cfg.PageReleaseWindow)
 	}
 	pg.vaSize = roundUp(max(a.total, g)*arenaVAFactor, g)
+	pg.chunk = max(roundUp(growChunkBytes, g), g)
+	pg.maxChunk = max(roundUp(maxChunkBytes, g), g)
 	a.pg = pg
 	return nil
 }
@@ -102,12 +133,28 @@ func (a *Allocator) initPagedLocked() error {
 func (ar *arena) end() uint64 { return ar.seg.addr + ar.seg.size }
 
 // page returns the page-table entry of the page at addr, growing the table.
-func (ar *arena) page(addr, g uint64) *physPage {
+func (ar *arena) page(addr, g uint64) **chunk {
 	i := int((addr - ar.seg.addr) / g)
 	if i >= len(ar.pages) {
-		ar.pages = append(ar.pages, make([]physPage, i+1-len(ar.pages))...)
+		ar.pages = append(ar.pages, make([]*chunk, i+1-len(ar.pages))...)
 	}
 	return &ar.pages[i]
+}
+
+// at returns the chunk mapped at addr, or nil.
+func (ar *arena) at(addr, g uint64) *chunk {
+	if i := int((addr - ar.seg.addr) / g); i < len(ar.pages) {
+		return ar.pages[i]
+	}
+	return nil
+}
+
+// setPages points the page-table entries of c's pages at to: c when it
+// is mapped, nil when it is unmapped.
+func (ar *arena) setPages(c, to *chunk, g uint64) {
+	for at := c.addr; at < c.end(); at += g {
+		*ar.page(at, g) = to
+	}
 }
 
 // newArenaLocked reserves an address range for stream s. Its one block is
@@ -313,45 +360,102 @@ func (a *Allocator) syncStreamLocked(s Stream) error {
 	return nil
 }
 
-// unmapLocked unmaps up to want pages from the idle ranges, from the top
-// of each range down, in the order given, and returns their handles (still
-// allocated, still counted as reserved). The blocks are updated for the
-// pages actually unmapped, also when it fails part way.
-func (a *Allocator) unmapLocked(ranges []idleRange, want uint64) ([]PhysHandle, error) {
+// idleChunksLocked lists the chunks all of whose pages are idle, leaving
+// out those that touch [exLo, exHi), and counts every idle page.
+func (a *Allocator) idleChunksLocked(exLo, exHi uint64) (out []idleChunk, idlePages uint64) {
 	g := a.pg.gran
-	var hs []PhysHandle
+	ranges, idlePages := a.idleRangesLocked(exLo, exHi)
 	for _, r := range ranges {
-		if uint64(len(hs)) >= want {
-			break
-		}
-		n := min((r.hi-r.lo)/g, want-uint64(len(hs)))
-		lo := r.hi - n*g
-		if err := a.syncStreamLocked(r.b.stream); err != nil {
-			return hs, err
-		}
 		ar := r.b.seg.arena
-		top := r.hi // pages [top, r.hi) are unmapped
-		var err error
-		for top > lo {
-			p := ar.page(top-g, g)
-			if err = a.pg.vm.MemUnmap(top-g, g); err != nil {
-				err = fmt.Errorf("alloc: unmapping page %#x: %w", top-g, err)
-				break
+		for at := r.lo; at < r.hi; {
+			c := ar.at(at, g)
+			if c == nil { // cannot happen: the pages of a mapped free block are mapped
+				at += g
+				continue
 			}
-			a.st.numMemUnmap++
-			hs = append(hs, p.h)
-			*p = physPage{}
-			ar.mapped -= g
-			top -= g
-		}
-		if top < r.hi {
-			a.markUnmappedLocked(r.b, top, r.hi)
-		}
-		if err != nil {
-			return hs, err
+			if c.addr >= r.lo && c.end() <= r.hi {
+				out = append(out, idleChunk{c, r.b})
+			}
+			at = c.end()
 		}
 	}
-	return hs, nil
+	return out, idlePages
+}
+
+// pickChunks chooses idle chunks to move into a run that needs need more
+// bytes mapped and has room for room bytes: each time the smallest chunk
+// that covers what is still needed or, when none does, the largest; among
+// equals one of stream s (no other stream to wait for), then the highest.
+// It returns the picks and their total size, which may pass need.
+func pickChunks(cands []idleChunk, need, room uint64, s Stream) ([]idleChunk, uint64) {
+	var picks []idleChunk
+	var moved uint64
+	for moved < need && len(cands) > 0 {
+		rest := need - moved
+		best := -1
+		for i, c := range cands {
+			if moved+c.c.size > room {
+				continue
+			}
+			if best < 0 {
+				best = i
+				continue
+			}
+			b := cands[best]
+			cc, bc := c.c.size >= rest, b.c.size >= rest
+			switch {
+			case cc != bc:
+				if cc {
+					best = i
+				}
+			case c.c.size != b.c.size:
+				if cc == (c.c.size < b.c.size) {
+					best = i
+				}
+			case (c.b.stream == s) != (b.b.stream == s):
+				if c.b.stream == s {
+					best = i
+				}
+			case c.c.addr > b.c.addr:
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		picks = append(picks, cands[best])
+		moved += cands[best].c.size
+		cands[best] = cands[len(cands)-1]
+		cands = cands[:len(cands)-1]
+	}
+	return picks, moved
+}
+
+// unmapChunksLocked unmaps idle chunks, one MemUnmap each, after waiting
+// for the streams that used them, and returns them (still allocated,
+// still counted as reserved). The blocks are updated for the chunks
+// actually unmapped, also when it fails part way.
+func (a *Allocator) unmapChunksLocked(picks []idleChunk) ([]*chunk, error) {
+	g := a.pg.gran
+	// Highest first: unmapping the top of a free block leaves the block's
+	// struct in place for the part below, where the next pick may lie.
+	sort.Slice(picks, func(i, j int) bool { return picks[i].c.addr > picks[j].c.addr })
+	var out []*chunk
+	for _, p := range picks {
+		if err := a.syncStreamLocked(p.b.stream); err != nil {
+			return out, err
+		}
+		c, ar := p.c, p.b.seg.arena
+		if err := a.pg.vm.MemUnmap(c.addr, c.size); err != nil {
+			return out, fmt.Errorf("alloc: unmapping %s at %#x: %w", formatBytes(c.size), c.addr, err)
+		}
+		a.st.numMemUnmap++
+		ar.setPages(c, nil, g)
+		ar.mapped -= c.size
+		a.markUnmappedLocked(p.b, c.addr, c.end())
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // markUnmappedLocked turns pages [lo, hi) of mapped free block b into an
@@ -378,91 +482,105 @@ func (a *Allocator) markUnmappedLocked(b *block, lo, hi uint64) {
 	a.attachFreeLocked(mid)
 }
 
-// releaseHandlesLocked returns unmapped physical pages to the device.
-func (a *Allocator) releaseHandlesLocked(hs []PhysHandle) error {
-	for i, h := range hs {
-		if err := a.pg.vm.MemRelease(h); err != nil {
-			return fmt.Errorf("alloc: releasing a physical page (%d more not released): %w", len(hs)-i-1, err)
+// releaseChunksLocked returns unmapped chunks to the device.
+func (a *Allocator) releaseChunksLocked(cs []*chunk) error {
+	for i, c := range cs {
+		if err := a.pg.vm.MemRelease(c.h); err != nil {
+			return fmt.Errorf("alloc: releasing %s of physical memory (%d more chunks not released): %w", formatBytes(c.size), len(cs)-i-1, err)
 		}
 		a.st.numDeviceFree++
-		a.st.dec(statReservedBytes, poolLarge, int64(a.pg.gran))
+		a.st.dec(statReservedBytes, poolLarge, int64(c.size))
 	}
 	return nil
 }
 
 // mapPlacementLocked maps the pages of p and returns the mapped free block
-// that now starts at p.start (in the pool's index). It maps idle pages
-// taken from elsewhere first and creates physical memory only for the
-// rest; growing past the cap or a full device is a *noRoomError and then
-// whatever pages could be mapped stay mapped.
+// that now starts at p.start (in the pool's index). It moves whole idle
+// chunks from elsewhere first and creates physical memory only for the
+// rest, in one chunk of at least pg.chunk bytes where the cap and the
+// room allow; growing past the cap or a full device is a *noRoomError and
+// then whatever could be mapped stays mapped. Device calls: one MemUnmap
+// and one MemMap per chunk moved, one MemCreate and one MemMap for the new
+// chunk, one MemSetAccess for the whole run.
 func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	pg := a.pg
 	g := pg.gran
-	need := (p.mapEnd - p.u.addr) / g
-	pg.synced = pg.synced[:0]
-	var hs []PhysHandle
-	var growErr error
-	if need > 0 {
-		ranges, idle := a.idleRangesLocked(p.start/g*g, roundUp(p.runEnd, g))
-		if create := need - min(need, idle); create > 0 {
-			if r := a.reservedLocked(); r+create*g > a.capBytes {
-				what := "the cap"
-				if a.capBytes == a.total {
-					what = "the device's total memory"
-				}
-				return nil, &noRoomError{fmt.Errorf("mapping %d new pages of %s would pass %s of %s (%s reserved, %d idle pages remapped first)",
-					create, formatBytes(g), what, formatBytes(a.capBytes), formatBytes(r), idle)}
-			}
-		}
-		// Steal from the same stream first (one wait), then from the
-		// highest addresses, so that arenas stay dense at the bottom.
-		s := p.u.stream
-		sort.SliceStable(ranges, func(i, j int) bool {
-			si, sj := ranges[i].b.stream == s, ranges[j].b.stream == s
-			if si != sj {
-				return si
-			}
-			return ranges[i].hi > ranges[j].hi
-		})
-		var err error
-		hs, err = a.unmapLocked(ranges, need)
-		if err != nil {
-			return nil, errors.Join(err, a.releaseHandlesLocked(hs))
-		}
-		for uint64(len(hs)) < need {
-			h, err := pg.vm.MemCreate(g)
-			if err != nil {
-				if errors.Is(err, ErrDeviceOutOfMemory) {
-					growErr = &noRoomError{fmt.Errorf("device mem create of %s: %w", formatBytes(g), err)}
-				} else {
-					growErr = fmt.Errorf("alloc: device mem create of %d bytes: %w", g, err)
-				}
-				break
-			}
-			a.st.numDeviceAlloc++
-			a.st.inc(statReservedBytes, poolLarge, int64(g))
-			hs = append(hs, h)
-		}
+	need := p.mapEnd - p.u.addr
+	if need == 0 {
+		return p.u.prev, nil // the request fits the mapped free block before u
 	}
-	// Map the handles in hand at the bottom of u, then give access to the
-	// whole run at once.
+	pg.synced = pg.synced[:0]
+	lo, room := p.u.addr, p.u.size
+	cands, idle := a.idleChunksLocked(p.start/g*g, roundUp(p.runEnd, g))
+	picks, moved := pickChunks(cands, need, room, p.u.stream)
+	var short, create uint64
+	if moved < need {
+		short = need - moved
+		r := a.reservedLocked()
+		if r+short > a.capBytes {
+			what := "the cap"
+			if a.capBytes == a.total {
+				what = "the device's total memory"
+			}
+			return nil, &noRoomError{fmt.Errorf("mapping %s more would pass %s of %s (%s reserved; %d idle pages, of which %s in idle chunks could move)",
+				formatBytes(short), what, formatBytes(a.capBytes), formatBytes(r), idle, formatBytes(moved))}
+		}
+		// Grow ahead by up to pg.chunk, but by no more than 1/64 of what
+		// the large pool holds, so that a small job's reserve stays close
+		// to its live bytes.
+		ahead := min(pg.chunk, roundUp(uint64(a.st.s[statReservedBytes][poolLarge+1].Current)/64, g))
+		create = min(max(short, ahead), room-moved, (a.capBytes-r)/g*g)
+	}
+	hand, err := a.unmapChunksLocked(picks)
+	if err != nil {
+		return nil, errors.Join(err, a.releaseChunksLocked(hand))
+	}
+	var growErr error
+	for created := uint64(0); created < create; {
+		n := min(create-created, pg.maxChunk)
+		h, err := pg.vm.MemCreate(n)
+		if err != nil && errors.Is(err, ErrDeviceOutOfMemory) {
+			if created >= short {
+				break // what is needed is there; the rest was only ahead of need
+			}
+			if rest := short - created; rest < n {
+				n = rest // the device may still have room for what is needed
+				h, err = pg.vm.MemCreate(n)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, ErrDeviceOutOfMemory) {
+				growErr = &noRoomError{fmt.Errorf("device mem create of %s: %w", formatBytes(n), err)}
+			} else {
+				growErr = fmt.Errorf("alloc: device mem create of %d bytes: %w", n, err)
+			}
+			break
+		}
+		a.st.numDeviceAlloc++
+		a.st.inc(statReservedBytes, poolLarge, int64(n))
+		hand = append(hand, &chunk{h: h, size: n})
+		created += n
+	}
+	// Map the chunks in hand from the bottom of u up, then give access to
+	// the whole run at once.
 	ar := p.u.seg.arena
-	at := p.u.addr
+	at := lo
 	var mapErr error
-	for i, h := range hs {
-		if err := pg.vm.MemMap(at, g, h); err != nil {
-			mapErr = errors.Join(fmt.Errorf("alloc: mapping a page at %#x: %w", at, err), a.releaseHandlesLocked(hs[i:]))
+	for i, c := range hand {
+		if err := pg.vm.MemMap(at, c.size, c.h); err != nil {
+			mapErr = errors.Join(fmt.Errorf("alloc: mapping %s at %#x: %w", formatBytes(c.size), at, err), a.releaseChunksLocked(hand[i:]))
 			break
 		}
 		a.st.numMemMap++
-		*ar.page(at, g) = physPage{h, true}
-		ar.mapped += g
-		at += g
+		c.addr = at
+		ar.setPages(c, c, g)
+		ar.mapped += c.size
+		at += c.size
 	}
-	if at > p.u.addr {
-		if err := pg.vm.MemSetAccess(p.u.addr, at-p.u.addr); err != nil {
+	if at > lo {
+		if err := pg.vm.MemSetAccess(lo, at-lo); err != nil {
 			// Pages without access must not be handed out: take them back.
-			return nil, errors.Join(fmt.Errorf("alloc: setting access to %#x+%d: %w", p.u.addr, at-p.u.addr, err), mapErr, a.unmapFreshLocked(ar, p.u.addr, at))
+			return nil, errors.Join(fmt.Errorf("alloc: setting access to %#x+%d: %w", lo, at-lo, err), mapErr, a.unmapFreshLocked(ar, lo, at))
 		}
 		a.markMappedLocked(p.u, at)
 	}
@@ -472,10 +590,10 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	if growErr != nil {
 		return nil, growErr
 	}
-	if at > p.u.addr {
+	if at > lo {
 		return p.u, nil // merged with its mapped free neighbours: starts at p.start
 	}
-	return p.u.prev, nil // the request fits the mapped free block before u
+	return nil, fmt.Errorf("alloc: page-mapped placement at %#x mapped nothing (internal error)", p.start)
 }
 
 // markMappedLocked records that pages [u.addr, at) of unmapped block u are
@@ -494,24 +612,29 @@ func (a *Allocator) markMappedLocked(u *block, at uint64) {
 	a.attachFreeLocked(u)
 }
 
-// unmapFreshLocked undoes the mapping of pages [lo, hi) that were mapped
-// but never made accessible, and releases them.
+// unmapFreshLocked undoes the mapping of the chunks in [lo, hi) that were
+// mapped but never made accessible, and releases them.
 func (a *Allocator) unmapFreshLocked(ar *arena, lo, hi uint64) error {
 	g := a.pg.gran
-	var hs []PhysHandle
+	var cs []*chunk
 	var errs []error
-	for at := lo; at < hi; at += g {
-		p := ar.page(at, g)
-		if err := a.pg.vm.MemUnmap(at, g); err != nil {
-			errs = append(errs, fmt.Errorf("alloc: unmapping page %#x (its physical memory is lost until Close): %w", at, err))
+	for at := lo; at < hi; {
+		c := ar.at(at, g)
+		if c == nil {
+			at += g
+			continue
+		}
+		at = c.end()
+		if err := a.pg.vm.MemUnmap(c.addr, c.size); err != nil {
+			errs = append(errs, fmt.Errorf("alloc: unmapping %#x+%d (its physical memory is lost until Close): %w", c.addr, c.size, err))
 			continue
 		}
 		a.st.numMemUnmap++
-		hs = append(hs, p.h)
-		*p = physPage{}
-		ar.mapped -= g
+		ar.setPages(c, nil, g)
+		ar.mapped -= c.size
+		cs = append(cs, c)
 	}
-	errs = append(errs, a.releaseHandlesLocked(hs))
+	errs = append(errs, a.releaseChunksLocked(cs))
 	return errors.Join(errs...)
 }
 
@@ -586,21 +709,37 @@ func (a *Allocator) pagedTickLocked() error {
 	return err
 }
 
-// releaseIdleLocked releases idle pages beyond keep bytes, highest
-// addresses first, when at least minPages can go; it returns the bytes
-// released.
+// releaseIdleLocked releases idle chunks, highest addresses first, as long
+// as keep bytes of idle pages stay, when at least minPages pages can go;
+// it returns the bytes released. Idle pages in a chunk that is partly in
+// use stay: the driver cannot unmap part of a mapping.
 func (a *Allocator) releaseIdleLocked(keep uint64, minPages uint64) (uint64, error) {
 	pg := a.pg
-	ranges, idle := a.idleRangesLocked(0, 0)
-	keepPages := (keep + pg.gran - 1) / pg.gran
-	if idle <= keepPages || idle-keepPages < minPages {
+	g := pg.gran
+	cands, idle := a.idleChunksLocked(0, 0)
+	keepPages := (keep + g - 1) / g
+	if idle <= keepPages {
 		return 0, nil
 	}
-	sort.Slice(ranges, func(i, j int) bool { return ranges[i].hi > ranges[j].hi })
+	sort.Slice(cands, func(i, j int) bool { return cands[i].c.addr > cands[j].c.addr })
+	var picks []idleChunk
+	var pages uint64
+	for _, c := range cands {
+		if n := c.c.size / g; idle-pages >= keepPages+n {
+			picks = append(picks, c)
+			pages += n
+		}
+	}
+	if pages == 0 || pages < minPages {
+		return 0, nil
+	}
 	pg.synced = pg.synced[:0]
-	hs, err := a.unmapLocked(ranges, idle-keepPages)
-	released := uint64(len(hs)) * pg.gran
-	if rerr := a.releaseHandlesLocked(hs); rerr != nil {
+	hand, err := a.unmapChunksLocked(picks)
+	var released uint64
+	for _, c := range hand {
+		released += c.size
+	}
+	if rerr := a.releaseChunksLocked(hand); rerr != nil {
 		return 0, errors.Join(err, rerr)
 	}
 	a.st.numPageTrims++

@@ -5,8 +5,8 @@ package alloc
 // countMappedLocked recounts the bytes of mapped pages in ar's page table.
 func (a *Allocator) countMappedLocked(ar *arena) uint64 {
 	var n uint64
-	for _, p := range ar.pages {
-		if p.ok {
+	for _, c := range ar.pages {
+		if c != nil {
 			n += a.pg.gran
 		}
 	}
@@ -15,11 +15,13 @@ func (a *Allocator) countMappedLocked(ar *arena) uint64 {
 
 // checkPagedLocked checks the invariants of the page-mapped mode (paged.go):
 // unmapped blocks are page-aligned and map nothing, every page that another
-// block touches is mapped, the mapped count is right, no physical page is
-// mapped at two places, the unmapped lists hold exactly the unmapped blocks.
+// block touches is mapped, the mapped count is right, every chunk is
+// mapped whole at one place (its pages in a row, pointing at it, its
+// size a multiple of the page), no physical handle is mapped twice, the
+// unmapped lists hold exactly the unmapped blocks.
 func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 	g := a.pg.gran
-	handles := map[PhysHandle]uint64{}
+	handles := map[PhysHandle]*chunk{}
 	for _, ar := range a.pg.arenas {
 		seg := ar.seg
 		if seg.arena != ar {
@@ -31,19 +33,32 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 		if mapped := a.countMappedLocked(ar); mapped != ar.mapped {
 			fail("arena %#x: %d bytes mapped, count says %d", seg.addr, mapped, ar.mapped)
 		}
-		mappedAt := func(addr uint64) bool {
-			i := int((addr - seg.addr) / g)
-			return i < len(ar.pages) && ar.pages[i].ok
-		}
-		for i, p := range ar.pages {
-			if !p.ok {
+		mappedAt := func(addr uint64) bool { return ar.at(addr, g) != nil }
+		for i, c := range ar.pages {
+			if c == nil {
 				continue
 			}
 			at := seg.addr + uint64(i)*g
-			if prev, dup := handles[p.h]; dup {
-				fail("physical handle %d is mapped at %#x and at %#x", p.h, prev, at)
+			if at == c.addr {
+				if c.size == 0 || c.size%g != 0 || c.end() > ar.end() {
+					fail("chunk %#x+%d: not whole pages inside its arena", c.addr, c.size)
+				}
+				if prev, dup := handles[c.h]; dup {
+					fail("physical handle %d is mapped at %#x and at %#x", c.h, prev.addr, c.addr)
+				}
+				handles[c.h] = c
 			}
-			handles[p.h] = at
+			if at < c.addr || at >= c.end() {
+				fail("page %#x points at chunk %#x+%d, which does not cover it", at, c.addr, c.size)
+			}
+			if at == c.addr {
+				for x := c.addr; x < c.end(); x += g {
+					if ar.at(x, g) != c {
+						fail("chunk %#x+%d: page %#x is not mapped to it", c.addr, c.size, x)
+						break
+					}
+				}
+			}
 		}
 		inList := map[*block]bool{}
 		for u := ar.unmapped; u != nil; u = u.right {
@@ -96,6 +111,40 @@ func (a *Allocator) PageGranularity() uint64 {
 		return 0
 	}
 	return a.pg.gran
+}
+
+// IdleChunkBytes returns the bytes of the chunks all of whose pages are
+// idle: what EmptyCache can release.
+func (a *Allocator) IdleChunkBytes() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pg == nil {
+		return 0
+	}
+	cs, _ := a.idleChunksLocked(0, 0)
+	var n uint64
+	for _, c := range cs {
+		n += c.c.size
+	}
+	return n
+}
+
+// SetGrowChunkBytes sets the least bytes one page-mapped growth creates,
+// for allocators created afterwards, and returns a function that restores
+// the previous value. Not safe while other tests create allocators.
+func SetGrowChunkBytes(n uint64) (restore func()) {
+	old := growChunkBytes
+	growChunkBytes = n
+	return func() { growChunkBytes = old }
+}
+
+// SetMaxChunkBytes sets the most bytes of one physical allocation in
+// page-mapped mode, for allocators created afterwards, and returns a
+// function that restores the previous value.
+func SetMaxChunkBytes(n uint64) (restore func()) {
+	old := maxChunkBytes
+	maxChunkBytes = n
+	return func() { maxChunkBytes = old }
 }
 
 // IdlePages returns the number of mapped pages that no block uses.

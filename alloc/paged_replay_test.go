@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/trace/replay"
 )
 
@@ -15,11 +17,27 @@ import (
 // and logs, per trace and mode: peak live and reserved, their ratio, the
 // smallest capacity that completes over live, the allocation-related device
 // calls and the host time per operation. It is skipped without the variable;
-// docs/alloc.md gives the command and the figures.
+// docs/alloc.md gives the command and the figures. VRAM_GROW_CHUNK_MIB sets
+// the least memory one page-mapped growth creates and VRAM_MAX_CHUNK_MIB
+// the most one physical allocation holds (both 20 MiB by default).
 func TestPagedReplayTraces(t *testing.T) {
 	dir := os.Getenv("VRAM_TRACE_DIR")
 	if dir == "" {
 		t.Skip("set VRAM_TRACE_DIR to a directory of *.csv.gz RMM logs")
+	}
+	if v := os.Getenv("VRAM_GROW_CHUNK_MIB"); v != "" {
+		mib, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("VRAM_GROW_CHUNK_MIB=%q: %v", v, err)
+		}
+		defer alloc.SetGrowChunkBytes(mib << 20)()
+	}
+	if v := os.Getenv("VRAM_MAX_CHUNK_MIB"); v != "" {
+		mib, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("VRAM_MAX_CHUNK_MIB=%q: %v", v, err)
+		}
+		defer alloc.SetMaxChunkBytes(mib << 20)()
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.csv.gz"))
 	if err != nil || len(files) == 0 {

@@ -75,59 +75,115 @@ func TestPagedCachedReuse(t *testing.T) {
 	}
 }
 
-// A request that fits no free range is mapped from idle pages taken from
+// A request that fits no free range is mapped from idle chunks taken from
 // elsewhere, not from new physical memory, and the live blocks keep their
-// contents.
+// contents. Blocks of 20 MiB each fill one chunk of their own.
 func TestPagedRemapIdlePages(t *testing.T) {
 	a, d := newAlloc(t, giB, paged)
 	var ps [4]uint64
 	for i := range ps {
-		ps[i] = mustMalloc(t, a, 16*miB, 0)
-		fill(t, d, ps[i], 16*miB, byte(i))
+		ps[i] = mustMalloc(t, a, 20*miB, 0)
+		fill(t, d, ps[i], 20*miB, byte(i))
+	}
+	if c := d.Calls(); c.MemCreate != 4 || c.MemMap != 4 || c.MemSetAccess != 4 {
+		t.Errorf("4 × 20 MiB: %d MemCreate, %d MemMap, %d MemSetAccess; want 4 of each", c.MemCreate, c.MemMap, c.MemSetAccess)
 	}
 	mustFree(t, a, ps[0])
 	mustFree(t, a, ps[2])
 	st0, c0 := a.Stats(), d.Calls()
-	p := mustMalloc(t, a, 32*miB, 0) // two 16 MiB holes, none fits
+	p := mustMalloc(t, a, 40*miB, 0) // two 20 MiB holes, none fits
 	check(t, a)
 	st1, c1 := a.Stats(), d.Calls()
 	if c1.MemCreate != c0.MemCreate {
-		t.Errorf("%d pages created, want 0 (16 idle pages were cached)", c1.MemCreate-c0.MemCreate)
+		t.Errorf("%d chunks created, want 0 (two idle chunks were cached)", c1.MemCreate-c0.MemCreate)
 	}
-	if got := c1.MemMap - c0.MemMap; got != 16 {
-		t.Errorf("%d pages mapped, want 16", got)
+	if got := c1.MemMap - c0.MemMap; got != 2 {
+		t.Errorf("%d MemMap calls, want 2 (one per chunk moved)", got)
 	}
-	if got := c1.MemUnmap - c0.MemUnmap; got != 16 {
-		t.Errorf("%d pages unmapped, want 16", got)
+	if got := c1.MemUnmap - c0.MemUnmap; got != 2 {
+		t.Errorf("%d MemUnmap calls, want 2", got)
+	}
+	if got := c1.MemSetAccess - c0.MemSetAccess; got != 1 {
+		t.Errorf("%d MemSetAccess calls, want 1 for the run", got)
 	}
 	if st1.ReservedBytes.All.Current != st0.ReservedBytes.All.Current {
 		t.Errorf("reserved went from %d to %d", st0.ReservedBytes.All.Current, st1.ReservedBytes.All.Current)
 	}
-	if got, want := st1.NumMemMap-st0.NumMemMap, int64(16); got != want {
+	if got, want := st1.NumMemMap-st0.NumMemMap, int64(2); got != want {
 		t.Errorf("num_mem_map grew by %d, want %d", got, want)
 	}
 	if m := d.Stats().MappedBytes; m != uint64(st1.ReservedBytes.All.Current) {
 		t.Errorf("device maps %d bytes, allocator reserves %d", m, st1.ReservedBytes.All.Current)
 	}
-	fill(t, d, p, 32*miB, 9)
-	same(t, d, ps[1], 16*miB, 1)
-	same(t, d, ps[3], 16*miB, 3)
-	same(t, d, p, 32*miB, 9)
+	fill(t, d, p, 40*miB, 9)
+	same(t, d, ps[1], 20*miB, 1)
+	same(t, d, ps[3], 20*miB, 3)
+	same(t, d, p, 40*miB, 9)
 }
 
-// Physical memory is created only for the pages that idle ones cannot cover.
+// Physical memory is created only for what idle chunks cannot cover.
 func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
 	a, d := newAlloc(t, giB, paged)
-	x := mustMalloc(t, a, 10*miB, 0)
-	y := mustMalloc(t, a, 10*miB, 0)
-	mustFree(t, a, x) // 5 idle pages
+	x := mustMalloc(t, a, 20*miB, 0)
+	y := mustMalloc(t, a, 20*miB, 0)
+	mustFree(t, a, x) // one idle chunk of 20 MiB
 	c0 := d.Calls()
-	mustMalloc(t, a, 30*miB, 0)
+	mustMalloc(t, a, 50*miB, 0)
 	c1 := d.Calls()
-	if got := c1.MemCreate - c0.MemCreate; got != 10 {
-		t.Errorf("%d pages created for 15 needed with 5 idle, want 10", got)
+	if got := c1.MemCreate - c0.MemCreate; got != 2 {
+		t.Errorf("%d MemCreate calls for 50 MiB with 20 MiB idle, want 2 (20 + 10 MiB)", got)
+	}
+	if r := a.Stats().ReservedBytes.All.Current; r != 70*miB {
+		t.Errorf("reserved %d MiB, want 70 (40 + the 30 MiB shortfall)", r/miB)
 	}
 	mustFree(t, a, y)
+}
+
+// Growth creates what is missing in chunks of at most 20 MiB, and grows
+// ahead to 20 MiB once the large pool holds 64 × that; the cap limits it.
+func TestPagedGrowthChunks(t *testing.T) {
+	t.Run("a large request", func(t *testing.T) {
+		a, d := newAlloc(t, 4*giB, paged)
+		mustMalloc(t, a, 1280*miB, 0)
+		if c := d.Calls(); c.MemCreate != 64 || c.MemMap != 64 || c.MemSetAccess != 1 {
+			t.Errorf("1280 MiB: %d MemCreate, %d MemMap, %d MemSetAccess; want 64, 64, 1", c.MemCreate, c.MemMap, c.MemSetAccess)
+		}
+	})
+	t.Run("ahead", func(t *testing.T) {
+		a, d := newAlloc(t, 4*giB, paged)
+		mustMalloc(t, a, 1280*miB, 0)
+		for i := range 5 { // 5 × 4 MiB fit one 20 MiB chunk
+			mustMalloc(t, a, 4*miB, 0)
+			if c := d.Calls(); c.MemCreate != 65 || c.MemSetAccess != 2 {
+				t.Fatalf("after %d × 4 MiB: %d MemCreate, %d MemSetAccess; want 65 and 2", i+1, c.MemCreate, c.MemSetAccess)
+			}
+		}
+		mustMalloc(t, a, 4*miB, 0)
+		if c := d.Calls(); c.MemCreate != 66 {
+			t.Errorf("6 × 4 MiB: %d MemCreate, want 66", c.MemCreate)
+		}
+		if r := a.Stats().ReservedBytes.All.Current; r != 1320*miB {
+			t.Errorf("reserved %d MiB, want 1320", r/miB)
+		}
+	})
+	t.Run("small job", func(t *testing.T) {
+		a, _ := newAlloc(t, giB, paged)
+		mustMalloc(t, a, 4*miB, 0)
+		mustMalloc(t, a, 6*miB, 0)
+		if r := a.Stats().ReservedBytes.All.Current; r != 10*miB {
+			t.Errorf("reserved %d MiB for 4 + 6 MiB, want 10", r/miB)
+		}
+	})
+	t.Run("cap", func(t *testing.T) {
+		cfg := paged
+		cfg.MaxBytes = 1290 * miB
+		a, _ := newAlloc(t, 4*giB, cfg)
+		mustMalloc(t, a, 1280*miB, 0)
+		mustMalloc(t, a, 4*miB, 0) // 10 MiB left under the cap: a chunk of 10 MiB, not 20
+		if r := a.Stats().ReservedBytes.All.Current; r != 1290*miB {
+			t.Errorf("reserved %d MiB, want 1290", r/miB)
+		}
+	})
 }
 
 func TestPagedSmallPoolUnchanged(t *testing.T) {
@@ -145,7 +201,7 @@ func TestPagedOutOfMemoryAtCap(t *testing.T) {
 	a, d := newAlloc(t, giB, cfg)
 	p := []uint64{mustMalloc(t, a, 20*miB, 0), mustMalloc(t, a, 20*miB, 0), mustMalloc(t, a, 20*miB, 0)}
 	mustFree(t, a, p[1])
-	q := mustMalloc(t, a, 24*miB, 0) // 10 idle pages remapped, 2 created: 64 MiB
+	q := mustMalloc(t, a, 24*miB, 0) // one idle chunk of 20 MiB moved, 4 MiB created: 64 MiB
 	if r := a.Stats().ReservedBytes.All.Current; r != 64*miB {
 		t.Fatalf("reserved %d MiB, want 64", r/miB)
 	}
@@ -187,24 +243,28 @@ func TestPagedDeviceFull(t *testing.T) {
 func TestPagedEmptyCache(t *testing.T) {
 	a, d := newAlloc(t, giB, paged)
 	var ps []uint64
-	for i := range 10 {
-		ps = append(ps, mustMalloc(t, a, uint64(3+i)*miB+512*uint64(i), 0))
+	for i := range 10 { // 24 MiB blocks (one chunk each) and small ones sharing chunks
+		n := uint64(24 * miB)
+		if i%2 == 1 {
+			n = uint64(3+i)*miB + 512*uint64(i)
+		}
+		ps = append(ps, mustMalloc(t, a, n, 0))
 	}
 	for i, p := range ps {
 		if i%3 != 0 {
 			mustFree(t, a, p)
 		}
 	}
-	if a.IdlePages() == 0 {
-		t.Fatal("no idle pages before EmptyCache")
+	if a.IdleChunkBytes() == 0 {
+		t.Fatal("no idle chunk before EmptyCache")
 	}
 	released, err := a.EmptyCache()
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(t, a)
-	if n := a.IdlePages(); n != 0 {
-		t.Errorf("%d idle pages after EmptyCache", n)
+	if n := a.IdleChunkBytes(); n != 0 {
+		t.Errorf("%d bytes of idle chunks after EmptyCache", n)
 	}
 	s := a.Stats()
 	if released == 0 || s.NumDeviceFree == 0 {
@@ -221,8 +281,8 @@ func TestPagedEmptyCache(t *testing.T) {
 	if _, err := a.EmptyCache(); err != nil {
 		t.Fatal(err)
 	}
-	if s := a.Stats(); s.ReservedBytes.All.Current != 0 {
-		t.Errorf("reserved %d after freeing everything and EmptyCache", s.ReservedBytes.All.Current)
+	if s := a.Stats(); s.ReservedBytes.All.Current != 0 || a.IdlePages() != 0 {
+		t.Errorf("reserved %d, %d idle pages after freeing everything and EmptyCache", s.ReservedBytes.All.Current, a.IdlePages())
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -253,8 +313,9 @@ func TestPagedReleasePolicy(t *testing.T) {
 			mustFree(t, a, q)
 		}
 		s := a.Stats()
-		if r := s.ReservedBytes.All.Current; r > 22*miB {
-			t.Errorf("reserved %d MiB after the peak of 200 MiB gave way to 20 MiB, want at most 22", r/miB)
+		// 20 MiB plus 3 % slack needs 11 idle pages: two 20 MiB chunks.
+		if r := s.ReservedBytes.All.Current; r > 40*miB {
+			t.Errorf("reserved %d MiB after the peak of 200 MiB gave way to 20 MiB, want at most 40", r/miB)
 		}
 		if s.NumPageReleases == 0 || s.NumPageReleases > 3 {
 			t.Errorf("%d release batches, want 1 to 3", s.NumPageReleases)
@@ -274,8 +335,8 @@ func TestPagedReleasePolicy(t *testing.T) {
 				mustFree(t, a, mustMalloc(t, a, 10*miB, 0))
 			}
 		}
-		if c := d.Calls(); c.MemRelease != 0 || c.MemCreate != 50 {
-			t.Errorf("%d pages created and %d released; want 50 and none", c.MemCreate, c.MemRelease)
+		if c := d.Calls(); c.MemRelease != 0 || c.MemCreate != 10 {
+			t.Errorf("%d chunks created and %d released; want 10 (one per 10 MiB block of the first peak) and none", c.MemCreate, c.MemRelease)
 		}
 	})
 	t.Run("off", func(t *testing.T) {
@@ -299,11 +360,11 @@ func TestPagedStreamsAndSnapshot(t *testing.T) {
 	if a.ArenaCount() != 2 {
 		t.Errorf("%d arenas for two streams, want 2", a.ArenaCount())
 	}
-	mustFree(t, a, q) // stream 1's pages are idle now
+	mustFree(t, a, q) // stream 1's chunk (20 MiB) is idle now
 	c0 := d.Calls()
-	mustMalloc(t, a, 12*miB, 0) // no mapped fit on stream 0: takes stream 1's pages
+	mustMalloc(t, a, 12*miB, 0) // no mapped fit on stream 0: takes stream 1's chunk
 	if c := d.Calls(); c.MemCreate != c0.MemCreate {
-		t.Errorf("%d pages created although stream 1 had 6 idle", c.MemCreate-c0.MemCreate)
+		t.Errorf("%d chunks created although stream 1 had one idle", c.MemCreate-c0.MemCreate)
 	}
 	snap := a.Snapshot()
 	var mapped uint64
@@ -328,7 +389,8 @@ func TestPagedStreamsAndSnapshot(t *testing.T) {
 }
 
 // Faults in the middle of the page work leave the allocator consistent
-// and lose no live data.
+// and lose no live data. The request moves one idle chunk and creates
+// one: MemUnmap, MemCreate, MemMap (moved), MemMap (new), MemSetAccess.
 func TestPagedDeviceFaults(t *testing.T) {
 	for _, tc := range []struct {
 		kind    sim.Kind
@@ -336,21 +398,21 @@ func TestPagedDeviceFaults(t *testing.T) {
 		stream  alloc.Stream
 		wantErr bool // false: an out-of-memory fault, recovered by the retry
 	}{
-		{sim.KindMemCreate, 2, 0, false},
-		{sim.KindMemMap, 2, 0, true},
-		{sim.KindMemMap, 6, 0, true}, // on a page just created
+		{sim.KindMemCreate, 1, 0, false},
+		{sim.KindMemMap, 1, 0, true}, // the moved chunk
+		{sim.KindMemMap, 2, 0, true}, // the chunk just created
 		{sim.KindMemSetAccess, 1, 0, true},
-		{sim.KindMemUnmap, 3, 0, true},
+		{sim.KindMemUnmap, 1, 0, true},
 		{sim.KindAddressReserve, 1, 1, true},
 	} {
 		t.Run(fmt.Sprintf("%v#%d", tc.kind, tc.nth), func(t *testing.T) {
 			a, d := newAlloc(t, giB, paged)
-			x := mustMalloc(t, a, 8*miB, 0)
-			y := mustMalloc(t, a, 8*miB, 0)
-			fill(t, d, y, 8*miB, 5)
-			mustFree(t, a, x) // 4 idle pages; 20 MiB needs 6 more
+			x := mustMalloc(t, a, 20*miB, 0)
+			y := mustMalloc(t, a, 20*miB, 0)
+			fill(t, d, y, 20*miB, 5)
+			mustFree(t, a, x) // one idle chunk of 20 MiB; 36 MiB needs 16 more
 			remove := d.FailNth(tc.kind, tc.nth)
-			p, err := a.Malloc(20*miB, tc.stream)
+			p, err := a.Malloc(36*miB, tc.stream)
 			remove()
 			check(t, a)
 			if (err != nil) != tc.wantErr {
@@ -359,11 +421,11 @@ func TestPagedDeviceFaults(t *testing.T) {
 			if err == nil {
 				mustFree(t, a, p)
 			}
-			same(t, d, y, 8*miB, 5)
-			z := mustMalloc(t, a, 20*miB, tc.stream)
-			fill(t, d, z, 20*miB, 6)
-			same(t, d, z, 20*miB, 6)
-			same(t, d, y, 8*miB, 5)
+			same(t, d, y, 20*miB, 5)
+			z := mustMalloc(t, a, 36*miB, tc.stream)
+			fill(t, d, z, 36*miB, 6)
+			same(t, d, z, 36*miB, 6)
+			same(t, d, y, 20*miB, 5)
 			mustFree(t, a, y)
 			mustFree(t, a, z)
 			if err := a.Close(); err != nil {
@@ -378,8 +440,10 @@ func TestPagedDeviceFaults(t *testing.T) {
 
 // TestPagedPropertyRandomOps is TestPropertyRandomOps in page-mapped mode,
 // with tags at both ends of every allocation (so remapping a page that a
-// live block uses would be caught), EmptyCache leaving no idle page, and
-// the device's view (mapped and physical bytes) matching the statistics.
+// live block uses would be caught), EmptyCache leaving no idle chunk, the
+// device's view (mapped and physical bytes) matching the statistics, and
+// the driver's rules for virtual memory enforced (wholeVMM): a physical
+// allocation is mapped whole, and only whole mappings are unmapped.
 func TestPagedPropertyRandomOps(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := alloc.Config{PageMapped: true}
@@ -401,7 +465,11 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 			gran = 64 << 10
 		}
 		dev := sim.MustNew(sim.Config{Capacity: 256 << 20, HoldEvents: true, Granularity: gran})
-		a, err := alloc.New(syncDev{dev}, cfg)
+		if rapid.Bool().Draw(t, "smallChunks") {
+			defer alloc.SetGrowChunkBytes(gran)()
+		}
+		wv := newWholeVMM(dev)
+		a, err := alloc.New(wv, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,6 +483,9 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 				if err := m.checkTag(p, la); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if err := wv.err(); err != nil {
+				t.Fatal(err)
 			}
 			s, ds := a.Stats(), dev.Stats()
 			large := uint64(s.ReservedBytes.LargePool.Current)
@@ -453,8 +524,8 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 				if _, err := a.EmptyCache(); err != nil {
 					t.Fatal(err)
 				}
-				if n := a.IdlePages(); n != 0 {
-					t.Fatalf("%d idle pages left after EmptyCache", n)
+				if n := a.IdleChunkBytes(); n != 0 {
+					t.Fatalf("%d bytes of idle chunks left after EmptyCache", n)
 				}
 			},
 			"failingCreate": func(t *rapid.T) {
@@ -477,7 +548,90 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 		if st := dev.Stats(); st.InUse != 0 || st.Reservations != 0 {
 			t.Fatalf("after Close: %d bytes in use, %d reservations", st.InUse, st.Reservations)
 		}
+		if err := wv.err(); err != nil {
+			t.Fatal(err)
+		}
 	})
+}
+
+// wholeVMM holds the simulated device to the CUDA driver's rules, which
+// the simulator is laxer about: cuMemMap maps a physical allocation from
+// its start (offset 0), and cuMemUnmap cannot unmap part of a range that
+// one cuMemMap mapped. Here every MemMap must map all of its handle and
+// every MemUnmap must cover whole mappings; the first breach is kept.
+type wholeVMM struct {
+	syncDev
+	mu     sync.Mutex
+	size   map[alloc.PhysHandle]uint64 // created, not released
+	maps   map[uint64]uint64           // mapped address → size
+	breach error
+}
+
+func newWholeVMM(d *sim.Device) *wholeVMM {
+	return &wholeVMM{syncDev: syncDev{d}, size: map[alloc.PhysHandle]uint64{}, maps: map[uint64]uint64{}}
+}
+
+func (w *wholeVMM) fail(format string, args ...any) {
+	if w.breach == nil {
+		w.breach = fmt.Errorf(format, args...)
+	}
+}
+
+func (w *wholeVMM) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.breach
+}
+
+func (w *wholeVMM) MemCreate(n uint64) (alloc.PhysHandle, error) {
+	h, err := w.syncDev.MemCreate(n)
+	if err == nil {
+		w.mu.Lock()
+		w.size[h] = n
+		w.mu.Unlock()
+	}
+	return h, err
+}
+
+func (w *wholeVMM) MemRelease(h alloc.PhysHandle) error {
+	err := w.syncDev.MemRelease(h)
+	if err == nil {
+		w.mu.Lock()
+		delete(w.size, h)
+		w.mu.Unlock()
+	}
+	return err
+}
+
+func (w *wholeVMM) MemMap(addr, n uint64, h alloc.PhysHandle) error {
+	err := w.syncDev.MemMap(addr, n, h)
+	if err == nil {
+		w.mu.Lock()
+		if w.size[h] != n {
+			w.fail("MemMap of %d bytes of a handle of %d", n, w.size[h])
+		}
+		w.maps[addr] = n
+		w.mu.Unlock()
+	}
+	return err
+}
+
+func (w *wholeVMM) MemUnmap(addr, n uint64) error {
+	err := w.syncDev.MemUnmap(addr, n)
+	if err == nil {
+		w.mu.Lock()
+		for at := addr; at < addr+n; {
+			m, ok := w.maps[at]
+			if !ok || at+m > addr+n {
+				w.fail("MemUnmap of %#x+%d splits a mapping at %#x", addr, n, at)
+				break
+			}
+			delete(w.maps, at)
+			at += m
+		}
+		w.mu.Unlock()
+	}
+	return err
 }
 
 // Many goroutines, each on its own stream, allocate, write, check and free
@@ -570,17 +724,17 @@ func Example_pageMapped() {
 	cfg, _ := alloc.ParseConfig("page_mapped:true")
 	a, _ := alloc.New(dev, cfg)
 	var ps []uint64
-	for range 4 {
-		p, _ := a.Malloc(16<<20, 0)
+	for range 4 { // 20 MiB: one chunk each
+		p, _ := a.Malloc(20<<20, 0)
 		ps = append(ps, p)
 	}
 	a.Free(ps[0])
 	a.Free(ps[2])
-	// Two 16 MiB holes, neither fits 32 MiB: their pages are moved.
-	p, _ := a.Malloc(32<<20, 0)
+	// Two 20 MiB holes, neither fits 40 MiB: their physical memory moves.
+	p, _ := a.Malloc(40<<20, 0)
 	s := a.Stats()
-	fmt.Printf("reserved %d MiB, pages created %d, mapped %d, unmapped %d\n",
+	fmt.Printf("reserved %d MiB, chunks created %d, mapped %d, unmapped %d\n",
 		s.ReservedBytes.All.Current>>20, s.NumDeviceAlloc, s.NumMemMap, s.NumMemUnmap)
 	a.Free(p)
-	// Output: reserved 64 MiB, pages created 32, mapped 48, unmapped 16
+	// Output: reserved 80 MiB, chunks created 4, mapped 6, unmapped 2
 }
