@@ -10,13 +10,16 @@
 # then vram fit on jobs/fit_model.py.
 #
 # PY and VRAM may point elsewhere (the local check of this script uses a
-# stand-in for python3).
+# stand-in for python3). JOBS_PHASE=leaks runs only the side-by-side jobs,
+# JOBS_PHASE=oomfit only the OOM jobs, fit and the summary (they fill the
+# GPU, so nothing else may run beside them); the default runs both.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/vram-jobs}
 PY=${PY:-python3}
 VRAM=${VRAM:-./.gpu/vram}
 SECS=${JOB_SECONDS:-70}
+PHASE=${JOBS_PHASE:-all}
 J=scripts/gpu/jobs
 W=$OUT/jobs
 mkdir -p "$W"
@@ -38,6 +41,7 @@ vjob() {
   echo "$name: exit $? after $(( $(date +%s) - t0 )) s"
 }
 
+if [ "$PHASE" != oomfit ]; then
 echo "== leak detection and limit ($SECS s, side by side)"
 pids=()
 vjob leak_retained_graph -- leak_retained_graph.py --seconds "$SECS" & pids+=($!)
@@ -47,6 +51,8 @@ vjob noleak_warmup       -- noleak_warmup.py --seconds "$SECS" & pids+=($!)
 vjob noleak_model_switch -- noleak_model_switch.py --seconds "$SECS" & pids+=($!)
 vjob limit_tensor_list --limit 2GiB --grace 5s -- leak_tensor_list.py --seconds "$SECS" --batch 512 --step-sleep 0.05 & pids+=($!)
 wait "${pids[@]}"  # not a bare wait: that would also wait for the tee above
+fi
+[ "$PHASE" = leaks ] && { echo "== leaks phase done in $(( $(date +%s) - t0 )) s"; exit 0; }
 
 echo "== out of memory"
 vjob oom_demand -- oom.py --mode demand
