@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,7 @@ type Allocator struct {
 	gcLimit     uint64 // garbage_collection_threshold × cap, 0 if off
 	maxSplit    uint64 // math.MaxUint64 when unlimited
 	samplePer   uint64 // record one call stack in samplePer when sampled
+	roundDivs   bool   // some roundup_power2_divisions entry is above 1
 	traceOrigin time.Time
 
 	// Guarded by mu.
@@ -152,6 +154,9 @@ func New(dev Device, cfg Config) (*Allocator, error) {
 	}
 	if cfg.MaxSplitSize != 0 {
 		a.maxSplit = cfg.MaxSplitSize
+	}
+	for _, div := range cfg.RoundupPower2Divisions {
+		a.roundDivs = a.roundDivs || div > 1
 	}
 	a.capBytes = total
 	if cfg.MaxBytes != 0 && cfg.MaxBytes < a.capBytes {
@@ -202,8 +207,14 @@ func (a *Allocator) Cap() uint64 { return a.capBytes }
 
 func roundUp(n, m uint64) uint64 { return (n + m - 1) / m * m }
 
-// roundSize is the size of the block that serves a request of n bytes.
+// roundSize is the size of the block that serves a request of n bytes
+// (0 < n ≤ maxRequestSize).
 func (a *Allocator) roundSize(n uint64) uint64 {
+	if !a.roundDivs {
+		// The default: a multiple of 512, at least 512. One add and one
+		// mask; no load from the configuration.
+		return max(n+minBlockSize-1, minBlockSize) &^ (minBlockSize - 1)
+	}
 	if n < minBlockSize {
 		return minBlockSize
 	}
@@ -217,16 +228,7 @@ func (a *Allocator) roundSize(n uint64) uint64 {
 	return roundUp(n, minBlockSize)
 }
 
-func clz64(n uint64) int {
-	c := 0
-	for i := 32; i > 0; i >>= 1 {
-		if n>>(64-i) == 0 {
-			c += i
-			n <<= i
-		}
-	}
-	return c
-}
+func clz64(n uint64) int { return bits.LeadingZeros64(n) }
 
 // roundupPower2Division rounds n up to the next of div equal steps between
 // the powers of two around it (div is a power of two).
@@ -420,7 +422,7 @@ func (a *Allocator) Free(ptr uint64) error {
 		return nil
 	}
 	a.mu.Lock()
-	b := a.live.get(ptr)
+	b := a.live.take(ptr)
 	if b == nil {
 		err := a.badPointerLocked(ptr)
 		a.mu.Unlock()
@@ -429,7 +431,7 @@ func (a *Allocator) Free(ptr uint64) error {
 	if a.trace != nil {
 		a.traceLocked(traceFree, ptr, b.requested, b.stream)
 	}
-	err := a.freeLocked(b)
+	err := a.retireLocked(b)
 	a.mu.Unlock()
 	return err
 }
@@ -489,8 +491,14 @@ func (a *Allocator) segmentAtLocked(addr uint64) *segment {
 // freeLocked ends the allocation b: the block becomes pending when other
 // streams used it, free otherwise.
 func (a *Allocator) freeLocked(b *block) error {
-	p := b.seg.pool
 	a.live.del(b.addr)
+	return a.retireLocked(b)
+}
+
+// retireLocked is freeLocked for a block already taken out of the live
+// table.
+func (a *Allocator) retireLocked(b *block) error {
+	p := b.seg.pool
 	a.st.dec(statAllocation, p, 1)
 	a.st.dec(statAllocatedBytes, p, int64(b.size))
 	if b.size >= a.maxSplit {

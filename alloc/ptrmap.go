@@ -87,25 +87,29 @@ func (m *ptrMap) put(b *block) {
 	}
 }
 
-// del removes addr from the table, if it is there, and closes the gap by
-// moving back the slots of the run that follows it whose probe started at
-// or before the gap.
-func (m *ptrMap) del(addr uint64) {
+// del removes addr from the table, if it is there.
+func (m *ptrMap) del(addr uint64) { m.take(addr) }
+
+// take removes addr from the table and returns its block, or returns nil
+// when addr is not there. It closes the gap by moving back the slots of the
+// run that follows whose probe started at or before the gap.
+func (m *ptrMap) take(addr uint64) *block {
 	if m.n == 0 {
-		return
+		return nil
 	}
 	mask := uint64(len(m.slots) - 1)
 	i := m.home(addr)
 	for {
 		s := &m.slots[i]
 		if s.b == nil {
-			return
+			return nil
 		}
 		if s.addr == addr {
 			break
 		}
 		i = (i + 1) & mask
 	}
+	b := m.slots[i].b
 	for j := (i + 1) & mask; ; j = (j + 1) & mask {
 		s := &m.slots[j]
 		if s.b == nil {
@@ -120,6 +124,7 @@ func (m *ptrMap) del(addr uint64) {
 	}
 	m.slots[i] = ptrSlot{}
 	m.n--
+	return b
 }
 
 // grow doubles the table (or creates it) and reinserts every entry.

@@ -110,7 +110,9 @@ func TestPtrMapRandom(t *testing.T) {
 		for range steps {
 			addr := 0x10000000 + 512*uint64(r.IntN(keys))
 			if r.IntN(3) == 0 {
-				m.del(addr)
+				if got := m.take(addr); got != model[addr] {
+					t.Fatalf("take(%#x) = %p, want %p", addr, got, model[addr])
+				}
 				delete(model, addr)
 			} else {
 				b := &block{addr: addr}
