@@ -169,30 +169,16 @@ func TestGPULatency(t *testing.T) {
 	rows = append(rows, empty.row("empty (timer cost)"))
 
 	a := newGPUAlloc(t, d, alloc.Config{})
-	// Warm until a whole pass over the sizes (the loop's period) makes no
+	// Warm until whole passes over the sizes (the loop's period) make no
 	// device call, so that the timed loop measures the cached path only.
 	var ring [benchWindow]uint64
-	passes := 0
-	for ; passes < 20; passes++ {
-		grown := a.Stats().NumDeviceAlloc
-		for i := range len(benchSizes) {
-			slot := i % benchWindow
-			if err := a.Free(ring[slot]); err != nil {
-				t.Fatal(err)
-			}
-			p, err := a.Malloc(benchSizes[i], 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ring[slot] = p
-		}
-		if passes > 0 && a.Stats().NumDeviceAlloc == grown {
-			break
-		}
+	passes, err := warmRing(a, ring[:])
+	if err != nil {
+		t.Fatal(err)
 	}
 	before := a.Stats()
 	t.Logf("cached path warm after %d passes over the sizes: %d segments, %d MiB reserved",
-		passes+1, before.Segment.All.Current, before.ReservedBytes.All.Current>>20)
+		passes, before.Segment.All.Current, before.ReservedBytes.All.Current>>20)
 	frees, mallocs := make(latencies, n), make(latencies, n)
 	var firstErr error
 	start := now()

@@ -8,6 +8,11 @@
 #                                PyTorch's allocator on the same loop, the
 #                                benchmarks and a CPU profile; logs go to $OUT
 #
+# ALLOC_GPU_QUICK=1 (for both halves) keeps only the speed measurement: the
+# build skips the race binary, and the run does the per-operation latency
+# table, PyTorch's allocator on the same loop (default settings) and the
+# cached-path benchmark, in well under a minute.
+#
 # The run needs the whole device: the out-of-memory tests fill it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +23,10 @@ build)
 	export CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}"
 	mkdir -p .gpu
 	go test -c -tags gpu -o .gpu/alloc.test ./alloc
+	if [ "${ALLOC_GPU_QUICK:-}" = 1 ]; then
+		ls -l .gpu/alloc.test
+		exit 0
+	fi
 	go test -c -race -tags gpu -o .gpu/alloc-race.test ./alloc
 	ls -l .gpu/alloc.test .gpu/alloc-race.test
 	;;
@@ -32,13 +41,16 @@ run)
 	nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 	grep -m1 'model name' /proc/cpuinfo; nproc
 	rc=0
+	quick=${ALLOC_GPU_QUICK:-}
 
+	if [ "$quick" != 1 ]; then
 	step "GPU tests: data, out of memory, fragmentation, soak"
 	$T -test.v -test.timeout 300s -test.run 'GPU(DataRoundTrip|OutOfMemory|Fragmentation|Soak)' || rc=1
 	step "GPU concurrency, GOMAXPROCS 1 and 8"
 	$T -test.v -test.timeout 120s -test.run 'GPUConcurrent' -test.cpu 1,8 || rc=1
 	step "GPU concurrency under the race detector (short)"
 	./.gpu/alloc-race.test -test.v -test.short -test.timeout 300s -test.run 'GPUConcurrent' -test.cpu 1,8 || rc=1
+	fi
 	step "per-operation latency: allocator and driver"
 	$T -test.v -test.run 'GPULatency' -latency.sizes_out "$OUT/sizes.txt" || rc=1
 
@@ -62,7 +74,9 @@ EOF
 		if ${CXX:-g++} -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" $tinc -I"$cuinc" \
 			scripts/gpu/alloc_torch.cc -L"$tlib" -lc10_cuda -lc10 -Wl,-rpath,"$tlib" -o /tmp/alloc_torch; then
 			/tmp/alloc_torch "$OUT/sizes.txt" 1000000 || rc=1
-			PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True /tmp/alloc_torch "$OUT/sizes.txt" 1000000 || rc=1
+			if [ "$quick" != 1 ]; then
+				PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True /tmp/alloc_torch "$OUT/sizes.txt" 1000000 || rc=1
+			fi
 		else
 			echo "alloc_torch did not build"; rc=1
 		fi
@@ -70,6 +84,12 @@ EOF
 		echo "no PyTorch"; rc=1
 	fi
 
+	if [ "$quick" = 1 ]; then
+		step "benchmark: cached path on the real device"
+		$T -test.run '^$' -test.bench 'GPUCachedAllocFree$' -test.benchtime 1s -test.count 5 -test.benchmem || rc=1
+		step "done (quick), rc=$rc"
+		exit $rc
+	fi
 	step "benchmarks: cached path (simulated and real device) and direct driver calls"
 	$T -test.run '^$' -test.bench 'CachedAllocFree|GPUDriverAllocFree' -test.benchtime 1s -test.count 3 -test.benchmem || rc=1
 	step "CPU profile of the cached path"
