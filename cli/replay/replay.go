@@ -29,7 +29,7 @@ const DefaultCapacity = "141GiB"
 type flags struct {
 	policy, capacity, device string
 	json, noMinCapacity      bool
-	progress                 bool
+	progress, verify         bool
 }
 
 // usageError marks errors of flags and arguments (exit status 2).
@@ -86,6 +86,7 @@ GPU 0 through the CUDA driver.`,
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per trace and policy (JSON lines; sizes in bytes)")
 	fl.BoolVar(&f.noMinCapacity, "no-min-capacity", false, "skip the bisection for the smallest capacity")
 	fl.BoolVar(&f.progress, "progress", false, "report progress on stderr even when it is not a terminal")
+	fl.BoolVar(&f.verify, "verify", false, "write a pattern into both ends of every allocation and check it before the free (first pass only)")
 	return cmd
 }
 
@@ -159,7 +160,7 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 		}
 	}
 
-	opt := replay.MeasureOptions{Device: devFunc, MinCapacity: !f.noMinCapacity, Time: true}
+	opt := replay.MeasureOptions{Device: devFunc, MinCapacity: !f.noMinCapacity, Time: true, Verify: f.verify}
 	if f.progress || isTerminal(stderr) {
 		opt.Progress = func(msg string) { fmt.Fprintln(stderr, "vram replay:", msg) }
 	}
@@ -186,8 +187,18 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 	for _, n := range notes.lines {
 		fmt.Fprintln(stderr, "vram replay:", n)
 	}
+	var fails []string
 	if notes.ooms > 0 {
-		return fmt.Errorf("%d of %d replays ran out of memory on the %s", notes.ooms, len(reports), devLabel)
+		fails = append(fails, fmt.Sprintf("%d of %d replays ran out of memory on the %s", notes.ooms, len(reports), devLabel))
+	}
+	if notes.mismatches > 0 {
+		fails = append(fails, fmt.Sprintf("%d allocations lost their contents", notes.mismatches))
+	}
+	if notes.leaks > 0 {
+		fails = append(fails, fmt.Sprintf("%d replays did not give all device memory back", notes.leaks))
+	}
+	if len(fails) > 0 {
+		return errors.New(strings.Join(fails, "; "))
 	}
 	return nil
 }
@@ -202,19 +213,31 @@ type Record struct {
 	ReservedOverLive    float64  `json:"reserved_over_live"`
 	MinCapacityBytes    *uint64  `json:"min_capacity_bytes"`     // null: not measured or not found
 	MinCapacityOverLive *float64 `json:"min_capacity_over_live"` // null likewise
-	DeviceCalls         uint64   `json:"device_calls"`
+	DeviceCalls         uint64   `json:"device_calls"`           // Malloc + Free + VMM
+	DeviceCallsVMM      uint64   `json:"device_calls_vmm"`       // of which virtual-memory calls
 	NsPerOpP50          int64    `json:"ns_per_op_p50"`
 	NsPerOpP99          int64    `json:"ns_per_op_p99"`
+	TotalSeconds        float64  `json:"total_seconds"` // wall time of the timed pass
 	LeakedBytes         uint64   `json:"leaked_bytes"`
+	DeviceLeakedBytes   int64    `json:"device_leaked_bytes"`
+	Verify              bool     `json:"verify"`
+	VerifiedAllocations int64    `json:"verified_allocations"`
+	VerifyMismatches    int64    `json:"verify_mismatches"`
 }
 
 func jsonOf(r *replay.Report) Record {
 	rec := Record{
 		Trace: r.Trace, Policy: r.Policy, Ops: r.Ops,
 		PeakLiveBytes: r.PeakLiveBytes, PeakReservedBytes: r.PeakReservedBytes,
-		ReservedOverLive: round4(r.ReservedOverLive()),
-		DeviceCalls:      r.DeviceCalls.Total(),
-		LeakedBytes:      r.LeakedBytes,
+		ReservedOverLive:    round4(r.ReservedOverLive()),
+		DeviceCalls:         r.DeviceCalls.Total(),
+		DeviceCallsVMM:      r.DeviceCalls.VMM,
+		TotalSeconds:        float64(int64(r.WallSeconds*1e6+0.5)) / 1e6,
+		LeakedBytes:         r.LeakedBytes,
+		DeviceLeakedBytes:   r.DeviceLeakedBytes,
+		Verify:              r.Verified,
+		VerifiedAllocations: r.VerifiedAllocations,
+		VerifyMismatches:    r.VerifyMismatches,
 	}
 	if r.Latency != nil {
 		rec.NsPerOpP50, rec.NsPerOpP99 = r.Latency.P50, r.Latency.P99
@@ -230,7 +253,7 @@ func round4(x float64) float64 { return float64(int64(x*10000+0.5)) / 10000 }
 
 func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TRACE\tPOLICY\tOPS\tPEAK LIVE\tPEAK RESERVED\tRES/LIVE\tMIN CAPACITY\tMIN/LIVE\tDRIVER CALLS\tNS/OP P50\tP99\tLEAKED\t")
+	fmt.Fprintln(tw, "TRACE\tPOLICY\tOPS\tPEAK LIVE\tPEAK RESERVED\tRES/LIVE\tMIN CAPACITY\tMIN/LIVE\tDRIVER CALLS\tNS/OP P50\tP99\tTOTAL S\tLEAKED\t")
 	for _, r := range reports {
 		minc, ratio := "-", "-"
 		switch {
@@ -245,12 +268,12 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 		if r.Latency != nil {
 			p50, p99 = fmt.Sprint(r.Latency.P50), fmt.Sprint(r.Latency.P99)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%d\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t\n",
 			r.Trace, r.Policy, r.Ops, replay.FormatBytes(r.PeakLiveBytes), replay.FormatBytes(r.PeakReservedBytes),
-			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, replay.FormatBytes(r.LeakedBytes))
+			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, r.WallSeconds, replay.FormatBytes(r.LeakedBytes))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\non the %s; ns/op is host time per allocate or free", devLabel)
+	fmt.Fprintf(w, "\non the %s; ns/op is host time per allocate or free; total s is the wall time of the timed pass", devLabel)
 	if len(reports) > 0 && reports[0].Latency != nil {
 		fmt.Fprintf(w, " (timer overhead of %d ns subtracted)", reports[0].Latency.TimerOverhead)
 	}
@@ -261,8 +284,9 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 }
 
 type notes struct {
-	lines []string
-	ooms  int
+	lines            []string
+	ooms, mismatches int
+	leaks            int
 }
 
 // notesOf lists what the table does not show: skipped records, unknown
@@ -283,6 +307,14 @@ func notesOf(reports []*replay.Report) notes {
 		}
 		if r.ReusedPointers > 0 {
 			n.lines = append(n.lines, fmt.Sprintf("%s: %d allocations reused a pointer still live (the earlier allocation counts as leaked)", who, r.ReusedPointers))
+		}
+		if r.VerifyMismatches > 0 {
+			n.mismatches += int(r.VerifyMismatches)
+			n.lines = append(n.lines, fmt.Sprintf("%s: %d of %d allocations checked had lost their contents before their free", who, r.VerifyMismatches, r.VerifiedAllocations))
+		}
+		if r.DeviceLeakedBytes != 0 {
+			n.leaks++
+			n.lines = append(n.lines, fmt.Sprintf("%s: the device had %d bytes less free memory after the replay than before it", who, r.DeviceLeakedBytes))
 		}
 		if r.MinCapacity != nil && !r.MinCapacity.Found {
 			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, replay.FormatBytes(r.MinCapacity.Bytes)))

@@ -26,15 +26,15 @@ func TestTable(t *testing.T) {
 	}
 	lines := strings.Split(out, "\n")
 	head := strings.Fields(lines[0])
-	want := []string{"TRACE", "POLICY", "OPS", "PEAK", "LIVE", "PEAK", "RESERVED", "RES/LIVE", "MIN", "CAPACITY", "MIN/LIVE", "DRIVER", "CALLS", "NS/OP", "P50", "P99", "LEAKED"}
+	want := []string{"TRACE", "POLICY", "OPS", "PEAK", "LIVE", "PEAK", "RESERVED", "RES/LIVE", "MIN", "CAPACITY", "MIN/LIVE", "DRIVER", "CALLS", "NS/OP", "P50", "P99", "TOTAL", "S", "LEAKED"}
 	if !slices.Equal(head, want) {
 		t.Errorf("header %q", lines[0])
 	}
 	row := strings.Fields(lines[1])
 	// small default 5 ops, 6 MiB live, 22 MiB reserved, 3.667, min capacity
-	// 22-23 MiB, 2 driver calls, p50, p99, 2 MiB leaked.
-	if len(row) != 16 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6MiB" ||
-		row[5]+row[6] != "22MiB" || row[7] != "3.667" || row[11] != "2" || row[14]+row[15] != "2MiB" {
+	// 22-23 MiB, 2 driver calls, p50, p99, total seconds, 2 MiB leaked.
+	if len(row) != 17 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6MiB" ||
+		row[5]+row[6] != "22MiB" || row[7] != "3.667" || row[11] != "2" || row[15]+row[16] != "2MiB" {
 		t.Errorf("row %q", lines[1])
 	}
 	if !strings.Contains(out, "on the simulated device of 141 GiB") {
@@ -47,7 +47,8 @@ func TestTable(t *testing.T) {
 }
 
 var jsonKeys = []string{"trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
-	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "ns_per_op_p50", "ns_per_op_p99", "leaked_bytes"}
+	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
+	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches"}
 
 func TestJSONLines(t *testing.T) {
 	code, out, errs := vram("--json", "--policy", "all", "testdata/small.csv", "synth:batchwalk:end=2")
@@ -55,8 +56,8 @@ func TestJSONLines(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 8 {
-		t.Fatalf("%d lines, want 2 traces × 4 policies:\n%s", len(lines), out)
+	if len(lines) != 10 {
+		t.Fatalf("%d lines, want 2 traces × 5 policies:\n%s", len(lines), out)
 	}
 	var policies []string
 	for _, l := range lines {
@@ -78,13 +79,13 @@ func TestJSONLines(t *testing.T) {
 			t.Errorf("no min capacity in %s", l)
 		}
 	}
-	if !slices.Equal(policies[:4], []string{"default", "roundup4", "maxsplit", "gc"}) {
+	if !slices.Equal(policies[:5], []string{"default", "roundup4", "maxsplit", "gc", "paged"}) {
 		t.Errorf("policies in order %v", policies)
 	}
 	var first map[string]any
 	json.Unmarshal([]byte(lines[0]), &first)
 	const mib = 1 << 20
-	for k, v := range map[string]float64{"ops": 5, "peak_live_bytes": 6 * mib, "peak_reserved_bytes": 22 * mib, "device_calls": 2, "leaked_bytes": 2 * mib} {
+	for k, v := range map[string]float64{"ops": 5, "peak_live_bytes": 6 * mib, "peak_reserved_bytes": 22 * mib, "device_calls": 2, "leaked_bytes": 2 * mib, "device_leaked_bytes": 0} {
 		if first[k] != v {
 			t.Errorf("%s = %v, want %v", k, first[k], v)
 		}
@@ -134,7 +135,7 @@ func TestErrors(t *testing.T) {
 		msg  string
 	}{
 		{nil, 2, "name at least one trace"},
-		{[]string{"--policy", "fast", "x"}, 2, `--policy: unknown policy "fast" (known: default, roundup4, maxsplit, gc, or all)`},
+		{[]string{"--policy", "fast", "x"}, 2, `--policy: unknown policy "fast" (known: default, roundup4, maxsplit, gc, paged, or all)`},
 		{[]string{"--capacity", "lots", "x"}, 2, "--capacity:"},
 		{[]string{"--capacity", "0", "x"}, 2, "--capacity: must be more than 0"},
 		{[]string{"--device", "tpu", "x"}, 2, `--device: unknown device "tpu"`},
@@ -173,5 +174,24 @@ func TestCUDAWithoutDriver(t *testing.T) {
 	code, _, errs := vram("--device", "cuda", "testdata/small.csv")
 	if code != 1 || !strings.Contains(errs, "--device cuda: no CUDA driver on this machine") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestVerifyFlag(t *testing.T) {
+	code, out, errs := vram("--json", "--no-min-capacity", "--verify", "--policy", "default,paged", "synth:random:seed=3,allocations=500")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if m["verify"] != true || m["verified_allocations"].(float64) == 0 || m["verify_mismatches"] != 0.0 || m["device_leaked_bytes"] != 0.0 {
+			t.Errorf("verified run: %s", l)
+		}
+		if m["policy"] == "paged" && m["device_calls_vmm"].(float64) == 0 {
+			t.Errorf("paged policy counted no virtual-memory calls: %s", l)
+		}
 	}
 }

@@ -75,11 +75,26 @@
 // cached, so placement differs); the result is the smallest cap found to
 // complete, within the resolution, on that assumption.
 //
+// # Verification and leaks (Options.Verify, Result.DeviceLeakedBytes)
+//
+// With Verify, every allocation gets a pattern derived from its record's
+// index written into its first and last 8 bytes (CopyHtoD, outside the
+// timed region), which is read back and compared before its free
+// (CopyDtoH): memory handed out twice, or unmapped under a live block,
+// shows as a mismatch. Only the ends are checked, so that a simulated
+// device does not hold every byte of a trace in host memory. Every pass
+// also reads the device's free memory (MemInfo) before the allocator is
+// created and after the teardown; the difference is reported as
+// DeviceLeakedBytes and is 0 when everything went back.
+//
 // # Devices
 //
 // By default every pass runs on a fresh simulated device (package alloc/sim)
 // of the given capacity, and the driver calls are the simulated device's
-// call counts (Malloc, Free and the virtual-memory calls). On any other
-// alloc.Device, such as alloc/cudadev's, they come from the allocator's
-// statistics (num_device_alloc + num_device_free).
+// call counts (Malloc, Free and the virtual-memory calls). A device that
+// offers what alloc/cudadev's does (memory, virtual-memory management,
+// stream and event waits) is wrapped in a counter of the same calls, so
+// that --device cuda reports the same figures; on any other alloc.Device
+// they come from the allocator's statistics (num_device_alloc +
+// num_device_free).
 package replay

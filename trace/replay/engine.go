@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,17 @@ type Options struct {
 	// Progress, if set, is called with the number of records read every
 	// ProgressEvery records, from the replaying goroutine.
 	Progress func(records int64)
+	// Verify writes a pattern derived from the record's index into the
+	// first and last bytes of every allocation (CopyHtoD, outside the
+	// timed region) and checks it before the free (CopyDtoH): another
+	// allocation placed over live memory, or memory unmapped under a live
+	// block, shows as a mismatch (Result.VerifyMismatches).
+	Verify bool
 }
+
+// verifyProbe is how many bytes Verify writes and checks at each end of
+// an allocation.
+const verifyProbe = 8
 
 // ProgressEvery is how many records pass between calls of Options.Progress.
 const ProgressEvery = 1 << 16
@@ -52,6 +63,21 @@ type Result struct {
 	OOM *OOM
 	// Stats are the allocator's statistics when the trace ended.
 	Stats alloc.Stats
+
+	// WallSeconds is the wall time of the pass's loop over the records:
+	// allocator, driver calls, the engine's bookkeeping and, when set,
+	// the per-operation clocks and the verification.
+	WallSeconds float64
+	// VerifiedAllocations and VerifyMismatches count the allocations
+	// checked before their free (Options.Verify) and those whose pattern
+	// had changed.
+	Verified                              bool
+	VerifiedAllocations, VerifyMismatches int64
+	// DeviceLeakedBytes is the device's free memory before the allocator
+	// was created minus its free memory after the teardown (every
+	// allocation freed, the allocator closed): 0 when everything went
+	// back. On a shared GPU other processes move it too.
+	DeviceLeakedBytes int64
 }
 
 // ReservedOverLive is the memory ratio, peak reserved over peak live
@@ -68,11 +94,12 @@ func (r *Result) ReservedOverLive() float64 {
 type DeviceCalls struct {
 	Malloc, Free uint64
 	// VMM counts the virtual-memory calls (reserve, create, map, set
-	// access, unmap, release, free address); only the simulated device
-	// reports them.
+	// access, unmap, release, free address).
 	VMM uint64
-	// FromDevice says the counts are the simulated device's; otherwise
-	// they are the allocator's num_device_alloc and num_device_free.
+	// FromDevice says the calls were counted at the device (the simulated
+	// device's counters, or a counting wrapper around a device that
+	// offers what alloc/cudadev offers); otherwise they are the
+	// allocator's num_device_alloc and num_device_free.
 	FromDevice bool
 }
 
@@ -97,6 +124,45 @@ type callCounter interface{ Calls() sim.Calls }
 type live struct {
 	ptr  uint64 // the allocator's pointer
 	size uint64 // requested size
+	rec  int64  // index of its allocate record (the verification pattern)
+}
+
+// probe returns the pattern Verify writes at each end of the allocation
+// of record rec: 2 × n bytes (n ≤ verifyProbe), distinct per record.
+func probe(rec int64, n int) []byte {
+	b := make([]byte, 2*n)
+	x := uint64(rec)*0x9E3779B97F4A7C15 + 0x5A
+	for i := range b {
+		x ^= x >> 29
+		x *= 0xBF58476D1CE4E5B9
+		b[i] = byte(x >> 56)
+	}
+	return b
+}
+
+// writeProbe writes the pattern of l at both ends of its allocation.
+func writeProbe(dev alloc.Device, l live) error {
+	n := int(min(l.size, verifyProbe))
+	p := probe(l.rec, n)
+	if err := dev.CopyHtoD(l.ptr, p[:n]); err != nil {
+		return err
+	}
+	return dev.CopyHtoD(l.ptr+l.size-uint64(n), p[n:])
+}
+
+// checkProbe reports whether both ends of l's allocation still hold its
+// pattern.
+func checkProbe(dev alloc.Device, l live) (bool, error) {
+	n := int(min(l.size, verifyProbe))
+	want := probe(l.rec, n)
+	got := make([]byte, 2*n)
+	if err := dev.CopyDtoH(got[:n], l.ptr); err != nil {
+		return false, err
+	}
+	if err := dev.CopyDtoH(got[n:], l.ptr+l.size-uint64(n)); err != nil {
+		return false, err
+	}
+	return bytes.Equal(got, want), nil
 }
 
 // Replay runs one pass of src through a new allocator with configuration
@@ -105,16 +171,26 @@ type live struct {
 // failure to give the memory back afterwards; running out of memory is a
 // result (Result.OOM), not an error.
 func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Result, error) {
+	cc, fromDevice := dev.(callCounter)
+	if !fromDevice {
+		if fd, ok := dev.(fullDevice); ok {
+			wrapped := &countingDevice{fullDevice: fd}
+			dev, cc, fromDevice = wrapped, wrapped, true
+		}
+	}
+	free0, _, err := dev.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("replay: reading the device's free memory: %w", err)
+	}
 	a, err := alloc.New(dev, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	cc, fromDevice := dev.(callCounter)
 	var before sim.Calls
 	if fromDevice {
 		before = cc.Calls()
 	}
-	res := &Result{}
+	res := &Result{Verified: opt.Verify}
 	var (
 		lives    = make(map[uint64]live)
 		orphans  []live // allocations whose trace pointer was reused
@@ -138,6 +214,7 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 		streams[s] = st
 		return st
 	}
+	start := time.Now()
 	runErr := func() error {
 		for {
 			rec, err := src.Next()
@@ -177,8 +254,14 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 					res.ReusedPointers++
 					orphans = append(orphans, old)
 				}
-				lives[rec.Pointer] = live{ptr: ptr, size: rec.Size}
+				l := live{ptr: ptr, size: rec.Size, rec: res.Records}
+				lives[rec.Pointer] = l
 				liveNow += rec.Size
+				if opt.Verify && ptr != 0 && rec.Size > 0 {
+					if err := writeProbe(dev, l); err != nil {
+						return fmt.Errorf("record %d: writing the verification pattern: %w", res.Records, err)
+					}
+				}
 				res.PeakLiveBytes = max(res.PeakLiveBytes, liveNow)
 			case rmm.Free:
 				l, ok := lives[rec.Pointer]
@@ -187,6 +270,16 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 					continue
 				}
 				delete(lives, rec.Pointer)
+				if opt.Verify && l.ptr != 0 && l.size > 0 {
+					ok, err := checkProbe(dev, l)
+					if err != nil {
+						return fmt.Errorf("record %d: reading the verification pattern: %w", res.Records, err)
+					}
+					res.VerifiedAllocations++
+					if !ok {
+						res.VerifyMismatches++
+					}
+				}
 				if hist != nil {
 					t0 := time.Now()
 					err = a.Free(l.ptr)
@@ -207,6 +300,7 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 	}()
 
 	// Measure at the end of the trace, then give everything back.
+	res.WallSeconds = time.Since(start).Seconds()
 	res.Stats = a.Stats()
 	res.PeakReservedBytes = uint64(res.Stats.ReservedBytes.All.Peak)
 	res.LeakedBytes = liveNow
@@ -232,6 +326,11 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 	if runErr != nil {
 		return nil, runErr
 	}
+	free1, _, err := dev.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("replay: reading the device's free memory after the teardown: %w", err)
+	}
+	res.DeviceLeakedBytes = int64(free0) - int64(free1)
 	return res, nil
 }
 

@@ -140,7 +140,7 @@ func TestReplayFileFixture(t *testing.T) {
 			want := Result{Records: 7, Ops: 5, Allocs: 3, Frees: 2, SkippedFailures: 1, UnknownFrees: 1,
 				PeakLiveBytes: 6 * mib, PeakReservedBytes: 22 * mib, LeakedBytes: 2 * mib, LeakedAllocs: 1,
 				DeviceCalls: DeviceCalls{Malloc: 2, FromDevice: true}}
-			got.Stats = alloc.Stats{}
+			got.Stats, got.WallSeconds = alloc.Stats{}, 0
 			if *got != want {
 				t.Errorf("got  %+v\nwant %+v", *got, want)
 			}
@@ -286,6 +286,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Latency = nil
+	a.WallSeconds, b.WallSeconds = 0, 0
 	if *a != *b {
 		t.Errorf("the compact copy replays differently:\n%+v\n%+v", *a, *b)
 	}
@@ -317,5 +318,97 @@ func TestCompactRoundTrip(t *testing.T) {
 		if _, err := src.Next(); err == nil || !strings.Contains(err.Error(), "EOF") {
 			t.Fatalf("after the last record: %v, want io.EOF", err)
 		}
+	}
+}
+
+// cudaLike offers what alloc/cudadev's Device offers, over the simulated
+// device, and hides the simulated device's own call counts, so that the
+// engine counts the calls itself.
+type cudaLike struct{ fullDevice }
+
+type simFull struct{ *sim.Device }
+
+func (simFull) SynchronizeStream(alloc.Stream) error { return nil }
+
+func (d simFull) EventSynchronize(alloc.Event) error {
+	d.CompleteEvents()
+	return nil
+}
+
+func TestReplayCountsCallsOfOtherDevices(t *testing.T) {
+	recs, err := synth.BatchWalk(synth.BatchWalkConfig{Seed: 3, EndBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, conf := range []string{"", "page_mapped:true"} {
+		cfg, err := alloc.ParseConfig(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Replay(Records(recs), newSim(t, 80<<30), cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Replay(Records(recs), cudaLike{simFull{newSim(t, 80<<30)}}, cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !b.DeviceCalls.FromDevice || a.DeviceCalls != b.DeviceCalls {
+			t.Errorf("%q: calls counted by the simulated device %+v, by the engine %+v; want equal", conf, a.DeviceCalls, b.DeviceCalls)
+		}
+		if conf != "" && b.DeviceCalls.VMM == 0 {
+			t.Errorf("%q: no virtual-memory calls counted", conf)
+		}
+	}
+}
+
+// corruptReads flips the first byte of every read from the device, as
+// memory that another allocation overwrote would read.
+type corruptReads struct{ *sim.Device }
+
+func (d corruptReads) CopyDtoH(dst []byte, src uint64) error {
+	if err := d.Device.CopyDtoH(dst, src); err != nil {
+		return err
+	}
+	if len(dst) > 0 {
+		dst[0] ^= 0xFF
+	}
+	return nil
+}
+
+// leakyFree forgets to give segments back.
+type leakyFree struct{ *sim.Device }
+
+func (leakyFree) Free(uint64) error { return nil }
+
+func TestReplayVerifyAndDeviceLeak(t *testing.T) {
+	recs, err := synth.Random(synth.RandomConfig{Seed: 5, Allocations: 2000, MaxSize: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, conf := range []string{"", "page_mapped:true"} {
+		cfg, _ := alloc.ParseConfig(conf)
+		res, err := Replay(Records(recs), newSim(t, 80<<30), cfg, Options{Verify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Verified || res.VerifiedAllocations != res.Frees || res.VerifyMismatches != 0 || res.DeviceLeakedBytes != 0 {
+			t.Errorf("%q: verified %v, %d of %d frees checked, %d mismatches, %d bytes leaked on the device; want all checked, none lost or leaked",
+				conf, res.Verified, res.VerifiedAllocations, res.Frees, res.VerifyMismatches, res.DeviceLeakedBytes)
+		}
+	}
+	res, err := Replay(Records(recs), corruptReads{newSim(t, 80<<30)}, alloc.Config{}, Options{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VerifyMismatches == 0 || res.VerifyMismatches != res.VerifiedAllocations {
+		t.Errorf("corrupted reads: %d mismatches in %d checks, want all", res.VerifyMismatches, res.VerifiedAllocations)
+	}
+	res, err = Replay(Records(recs), leakyFree{newSim(t, 80<<30)}, alloc.Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DeviceLeakedBytes <= 0 || uint64(res.DeviceLeakedBytes) != res.PeakReservedBytes {
+		t.Errorf("segments never freed: %d bytes leaked on the device, want the reserved peak %d", res.DeviceLeakedBytes, res.PeakReservedBytes)
 	}
 }

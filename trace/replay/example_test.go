@@ -57,6 +57,7 @@ func ExampleMeasure() {
 	// roundup4 reserved/live 1.343  min capacity/live 1.137
 	// maxsplit reserved/live 1.147  min capacity/live 1.060
 	// gc       reserved/live 1.147  min capacity/live 1.058
+	// paged    reserved/live 1.012  min capacity/live 1.012
 }
 
 func ExampleParsePolicies() {
@@ -66,5 +67,5 @@ func ExampleParsePolicies() {
 	fmt.Println(err)
 	// Output:
 	// 2 roundup_power2_divisions:4 <nil>
-	// unknown policy "fastest" (known: default, roundup4, maxsplit, gc, or all)
+	// unknown policy "fastest" (known: default, roundup4, maxsplit, gc, paged, or all)
 }

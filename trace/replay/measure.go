@@ -11,8 +11,12 @@ type MeasureOptions struct {
 	// MinCapacity runs the bisection after the first pass.
 	MinCapacity bool
 	// Time adds a second pass without a cap that measures host time per
-	// operation (Report.Latency); the other figures come from the first.
+	// operation (Report.Latency) and the pass's wall time
+	// (Result.WallSeconds); the other figures come from the first.
 	Time bool
+	// Verify checks the contents of every allocation in the first pass
+	// (Options.Verify); the timed pass and the bisection do not verify.
+	Verify bool
 	// Progress, if set, receives one line per step of long work.
 	Progress func(msg string)
 }
@@ -54,7 +58,7 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 			opt.Progress(fmt.Sprintf("%s %s: ", t.Name, p.Name) + fmt.Sprintf(format, args...))
 		}
 	}
-	pass := func(keep, timed bool) (*Result, *Compact, error) {
+	pass := func(keep, timed, verify bool) (*Result, *Compact, error) {
 		src, closeSrc, comp, err := t.source(keep)
 		if err != nil {
 			return nil, nil, err
@@ -64,7 +68,7 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		ropt := Options{Time: timed}
+		ropt := Options{Time: timed, Verify: verify}
 		if opt.Progress != nil {
 			ropt.Progress = func(n int64) { say("%d records", n) }
 		}
@@ -72,7 +76,7 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 		return res, comp, err
 	}
 	say("replaying")
-	res, comp, err := pass(opt.MinCapacity, false)
+	res, comp, err := pass(opt.MinCapacity, false, opt.Verify)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +85,14 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 	}
 	if opt.Time {
 		say("replaying again, timed")
-		timed, _, err := pass(false, true)
+		timed, _, err := pass(false, true, false)
 		if err != nil {
 			return nil, err
 		}
-		res.Latency = timed.Latency
+		res.Latency, res.WallSeconds = timed.Latency, timed.WallSeconds
+		if res.DeviceLeakedBytes == 0 {
+			res.DeviceLeakedBytes = timed.DeviceLeakedBytes
+		}
 	}
 	rep := &Report{Trace: t.Name, Policy: p.Name, Result: res}
 	if !opt.MinCapacity || res.OOM != nil || res.PeakLiveBytes == 0 {

@@ -20,7 +20,7 @@ func TestParsePolicies(t *testing.T) {
 		{in: "default", want: []string{"default"}},
 		{in: "gc, roundup4", want: []string{"gc", "roundup4"}},
 		{in: "all", want: PolicyNames()},
-		{in: "nope", errPart: `unknown policy "nope" (known: default, roundup4, maxsplit, gc, or all)`},
+		{in: "nope", errPart: `unknown policy "nope" (known: default, roundup4, maxsplit, gc, paged, or all)`},
 		{in: "default,default", errPart: "given twice"},
 		{in: "default,", errPart: "empty policy name"},
 	}

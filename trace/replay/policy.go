@@ -23,6 +23,7 @@ var policies = []Policy{
 	{"roundup4", "roundup_power2_divisions:4", "sizes rounded up to one of 4 steps between powers of two"},
 	{"maxsplit", "max_split_size_mb:128", "blocks of 128 MiB or more never split"},
 	{"gc", "garbage_collection_threshold:0.8", "cached segments released, least recently used first, past 80 % of the cap"},
+	{"paged", "page_mapped:true", "large pool in physical chunks mapped into one address range per stream; idle chunks move where needed"},
 }
 
 // Policies returns the known policies.
