@@ -135,6 +135,12 @@ var Patterns = []Pattern{
 		return model{floor: func(t float64) float64 { return base*(1-math.Exp(-t/1.5)) + rate*t },
 			duration: within()}
 	}},
+	fastLeak(8), fastLeak(16), fastLeak(64),
+	{Name: "leak-short", Leak: true, Describe: "60 s job: warm-up, flat until 20 s, then 1 MiB/s", build: func(r *rand.Rand) model {
+		base := uniform(r, 2*gib, 20*gib)
+		return model{floor: func(t float64) float64 { return base*(1-math.Exp(-t/1.5)) + mib*max(0, t-20) },
+			duration: 60, leakStart: 20}
+	}},
 	{Name: "leak-sawtooth", Leak: true, Sawtooth: true, Describe: "1 MiB/s under a sawtooth of random peaks", build: func(r *rand.Rand) model {
 		base := uniform(r, 2*gib, 20*gib)
 		return model{floor: func(t float64) float64 { return base + mib*t },
@@ -168,6 +174,19 @@ var Patterns = []Pattern{
 			return base + 256*mib*float64(n)
 		}, duration: 600}
 	}},
+}
+
+// fastLeak is a leak of rate MiB/s from the very start, after a fast
+// warm-up (τ 1.5 s) to a base of 2–20 GiB: the rise never slows down, which
+// is what tells it from a warm-up.
+func fastLeak(rate float64) Pattern {
+	return Pattern{Name: fmt.Sprintf("leak-%g", rate), Leak: true,
+		Describe: fmt.Sprintf("%g MiB/s from the start after a 5 s warm-up", rate),
+		build: func(r *rand.Rand) model {
+			base := uniform(r, 2*gib, 20*gib)
+			return model{floor: func(t float64) float64 { return base*(1-math.Exp(-t/1.5)) + rate*mib*t },
+				duration: within()}
+		}}
 }
 
 // Lookup returns the pattern with the given name.

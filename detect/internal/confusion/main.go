@@ -4,6 +4,7 @@
 //
 //	go run ./detect/internal/confusion -seeds 100
 //	go run ./detect/internal/confusion -seeds 100 -interval 1s -window 15s
+//	go run ./detect/internal/confusion -seeds 100 -pattern leak-8,leak-16,leak-64,leak-short
 //
 // For each run the detector's verdict is taken every 5 s of sample time and
 // at the end of the series. Healthy runs report the final verdict and whether
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vramhq/vram/detect"
@@ -24,7 +26,7 @@ import (
 
 func main() {
 	seeds := flag.Int("seeds", 100, "runs per pattern, interval and noise level")
-	only := flag.String("pattern", "", "run only this pattern")
+	only := flag.String("pattern", "", "run only these patterns (comma-separated names)")
 	flag.BoolVar(&debug, "debug", false, "print the reason of every wrong verdict to stderr")
 	flag.DurationVar(&window, "window", 0, "detector window (0: the default)")
 	iv := flag.Duration("interval", 0, "run only this sampling interval")
@@ -63,7 +65,7 @@ var (
 func run(w *os.File, seeds int, only string) error {
 	var healthy, leaks []Row
 	for _, p := range detecttest.Patterns {
-		if only != "" && p.Name != only {
+		if only != "" && !slices.Contains(strings.Split(only, ","), p.Name) {
 			continue
 		}
 		for _, iv := range intervals {
