@@ -9,38 +9,66 @@
 # ARGS go to replay: --mode caching|cudamalloc, --verify, --device N.
 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True selects PyTorch's
 # expandable segments. Environment: PYTHON (python3), CUDA_HOME
-# (/usr/local/cuda), CXX (g++), BUILD_DIR (bench/torchreplay/build).
+# (the directory above nvcc's, else /usr/local/cuda), CXX (g++), BUILD_DIR
+# (bench/torchreplay/build).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=${BUILD_DIR:-$here/build}
 py=${PYTHON:-python3}
-cuda=${CUDA_HOME:-/usr/local/cuda}
+nvcc=$(command -v nvcc || true)
+cuda=${CUDA_HOME:-${nvcc:+$(dirname "$(dirname "$nvcc")")}}
+cuda=${cuda:-/usr/local/cuda}
 cxx=${CXX:-g++}
 
 compile() {
-	local info incs lib abi
-	info=$("$py" -c '
-import os, torch, torch.utils.cpp_extension as c
-print(":".join(c.include_paths()))
-print(os.path.join(os.path.dirname(torch.__file__), "lib"))
+	local info tver incs lib abi cudart
+	# The same discovery as scripts/gpu/alloc.sh, which is known to build
+	# against the GPU host's torch: CUDA include paths from torch (the
+	# argument's name changed between versions), torch's ABI flag and lib
+	# directory, and the CUDA runtime that torch itself loads when its
+	# wheel brings one (same soname, so one copy is loaded).
+	info=$("$py" - <<'PY'
+import glob, os, torch
+from torch.utils import cpp_extension as ce
+try:
+    inc = ce.include_paths(device_type="cuda")
+except TypeError:
+    inc = ce.include_paths(cuda=True)
+print(torch.__version__, "cuda", torch.version.cuda)
+print(":".join(inc))
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
-') || { echo "build.sh: cannot import torch with $py" >&2; exit 2; }
-	incs=$(sed -n 1p <<<"$info")
-	lib=$(sed -n 2p <<<"$info")
+lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+print(lib)
+site = os.path.dirname(os.path.dirname(torch.__file__))
+rt = sorted(glob.glob(os.path.join(site, "nvidia", "**", "libcudart.so*"), recursive=True))
+print(rt[-1] if rt else "")
+PY
+) || { echo "build.sh: cannot import torch with $py" >&2; exit 2; }
+	tver=$(sed -n 1p <<<"$info")
+	incs=$(sed -n 2p <<<"$info")
 	abi=$(sed -n 3p <<<"$info")
+	lib=$(sed -n 4p <<<"$info")
+	cudart=$(sed -n 5p <<<"$info")
+	echo "build.sh: torch $tver, lib $lib" >&2
 	[[ -f "$lib/libc10_cuda.so" ]] || { echo "build.sh: no libc10_cuda.so in $lib (a CPU-only torch?)" >&2; exit 2; }
 	[[ -f "$cuda/include/cuda_runtime_api.h" ]] || { echo "build.sh: no CUDA headers in $cuda/include (set CUDA_HOME)" >&2; exit 2; }
-	local flags=()
+	local flags=() rt=()
 	IFS=: read -ra dirs <<<"$incs"
 	for d in "${dirs[@]}"; do flags+=("-I$d"); done
-	local cudalib=$cuda/lib64
-	[[ -d $cudalib ]] || cudalib=$cuda/lib
+	if [[ -n $cudart ]]; then
+		rt=("$cudart" "-Wl,-rpath,$(dirname "$cudart")")
+		echo "build.sh: CUDA runtime from torch's wheel: $cudart" >&2
+	else
+		local cudalib=$cuda/lib64
+		[[ -d $cudalib ]] || cudalib=$cuda/lib
+		rt=("-L$cudalib" -lcudart "-Wl,-rpath,$cudalib")
+		echo "build.sh: CUDA runtime from $cudalib" >&2
+	fi
 	mkdir -p "$build"
 	"$cxx" -std=c++17 -O2 -Wall -D_GLIBCXX_USE_CXX11_ABI="$abi" "${flags[@]}" -I"$cuda/include" \
 		"$here/replay.cpp" -o "$build/replay" \
-		-L"$lib" -lc10_cuda -lc10 -L"$cudalib" -lcudart \
-		-Wl,-rpath,"$lib" -Wl,-rpath,"$cudalib"
+		-L"$lib" -lc10_cuda -lc10 "${rt[@]}" -Wl,-rpath,"$lib"
 	echo "built $build/replay" >&2
 }
 

@@ -14,7 +14,18 @@
 // caching mode calls c10::cuda::CUDACachingAllocator::init(device count) and
 // then raw_alloc / raw_delete per record; PYTORCH_CUDA_ALLOC_CONF (for
 // example expandable_segments:True) selects its mode as usual. Peaks and
-// device allocation counts come from getDeviceStats.
+// device allocation counts come from get()->getDeviceStats(device), read
+// when the trace ends (before the teardown). Driver calls: in the default
+// mode every segment is one cudaMalloc (num_device_alloc) and one cudaFree
+// (num_device_free). With expandable segments PyTorch maps pages (2 MiB in
+// the small pool, 20 MiB in the large one) with one cuMemCreate and one
+// cuMemMap each and one cuMemSetAccess per growth, and unmaps them with
+// one cuMemUnmap and one cuMemRelease each; the statistics give the bytes
+// mapped and unmapped per pool (reserved_bytes[pool].allocated / .freed),
+// from which "driver_calls_estimate" counts 2 calls per page mapped or
+// unmapped plus num_device_alloc (one cuMemSetAccess per growth, if this
+// version counts growths there: the raw figures are printed too).
+// Address reservations (cuMemAddressReserve) are not counted.
 // cudamalloc mode calls cudaMalloc / cudaFree per record; its reserved peak
 // is the device's used memory (cudaMemGetInfo) at the live peak minus the
 // used memory at the start, read outside the timed region.
@@ -22,6 +33,11 @@
 // --verify writes a byte pattern over every allocation (cudaMemset) and
 // checks its first and last bytes (cudaMemcpy) before the free, outside the
 // timed region; a mismatch is counted and makes the exit status 1.
+//
+// After the trace, what is still live is freed, the cache emptied (caching
+// mode) and the device's free memory compared with its value before the
+// first allocation: "device_leaked_bytes" is the difference (0 when all
+// memory went back; other processes on the GPU move it too).
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -98,6 +114,19 @@ std::vector<Record> readTrace(const std::string& path) {
     out.push_back(r);
   }
   return out;
+}
+
+// emptyCache calls the allocator's emptyCache() where it can be called
+// without arguments (its signature changed between PyTorch versions) and
+// reports whether it did.
+template <typename A>
+auto emptyCacheOf(A* a, int) -> decltype(a->emptyCache(), bool()) {
+  a->emptyCache();
+  return true;
+}
+template <typename A>
+bool emptyCacheOf(A*, long) {
+  return false;
 }
 
 int64_t percentile(std::vector<int64_t>& v, double q) {
@@ -257,14 +286,31 @@ int main(int argc, char** argv) {
   int64_t p50 = percentile(sorted, 0.50), p99 = percentile(sorted, 0.99);
   int64_t maxNs = sorted.empty() ? 0 : *std::max_element(sorted.begin(), sorted.end());
 
-  int64_t peakReserved = static_cast<int64_t>(peakUsedDelta), peakAllocated = -1;
+  int64_t peakReserved = static_cast<int64_t>(peakUsedDelta), peakAllocated = -1, peakRequested = -1;
   int64_t numDeviceAlloc = allocs, numDeviceFree = frees;
+  // Bytes mapped (allocated) and unmapped (freed) per pool: 1 small, 2 large.
+  int64_t mapped[3] = {0, 0, 0}, unmapped[3] = {0, 0, 0};
+  int64_t callsEstimate = allocs + frees;  // cudamalloc: one call per op
+  const bool expandable = caching && std::getenv("PYTORCH_CUDA_ALLOC_CONF") != nullptr &&
+                          std::strstr(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True") != nullptr;
   if (caching) {
-    auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    auto st = c10::cuda::CUDACachingAllocator::get()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
     peakReserved = st.reserved_bytes[0].peak;  // index 0: all pools
     peakAllocated = st.allocated_bytes[0].peak;
+    peakRequested = st.requested_bytes[0].peak;
     numDeviceAlloc = st.num_device_alloc;
     numDeviceFree = st.num_device_free;
+    for (int i = 0; i < 3; ++i) {
+      mapped[i] = st.reserved_bytes[i].allocated;
+      unmapped[i] = st.reserved_bytes[i].freed;
+    }
+    if (expandable) {
+      const int64_t small = 2 << 20, large = 20 << 20;
+      int64_t pages = (mapped[1] + unmapped[1]) / small + (mapped[2] + unmapped[2]) / large;
+      callsEstimate = 2 * pages + numDeviceAlloc;
+    } else {
+      callsEstimate = numDeviceAlloc + numDeviceFree;
+    }
   }
   int64_t leaked = static_cast<int64_t>(live.size());
   for (auto& kv : live) {
@@ -274,6 +320,13 @@ int main(int argc, char** argv) {
       cudaFree(kv.second.p);
     }
   }
+  live.clear();
+  bool emptied = false;
+  if (caching) emptied = emptyCacheOf(c10::cuda::CUDACachingAllocator::get(), 0);
+  checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  size_t free1 = 0;
+  checkCuda(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
+  const int64_t deviceLeaked = static_cast<int64_t>(free0) - static_cast<int64_t>(free1);
 
   std::printf(
       "{\"trace\":%s,\"mode\":%s,\"alloc_conf\":%s,\"records\":%zu,\"ops\":%lld,\"allocs\":%lld,"
@@ -282,7 +335,10 @@ int main(int argc, char** argv) {
       "\"peak_reserved_bytes\":%lld,\"peak_allocated_bytes\":%lld,\"reserved_over_live\":%.4f,"
       "\"num_device_alloc\":%lld,\"num_device_free\":%lld,\"ns_per_op_p50\":%lld,\"ns_per_op_p99\":%lld,"
       "\"ns_per_op_max\":%lld,\"timer_overhead_ns\":%lld,\"total_seconds\":%.6f,\"verify\":%s,"
-      "\"verify_errors\":%lld,\"oom_record\":%lld,\"oom\":%s}\n",
+      "\"verify_errors\":%lld,\"oom_record\":%lld,\"oom\":%s,\"peak_requested_bytes\":%lld,"
+      "\"mapped_bytes_small\":%lld,\"mapped_bytes_large\":%lld,\"unmapped_bytes_small\":%lld,"
+      "\"unmapped_bytes_large\":%lld,\"expandable\":%s,\"driver_calls_estimate\":%lld,"
+      "\"empty_cache\":%s,\"device_leaked_bytes\":%lld}\n",
       jsonString(path.c_str()).c_str(), jsonString(mode.c_str()).c_str(),
       jsonString(std::getenv("PYTORCH_CUDA_ALLOC_CONF")).c_str(), trace.size(), static_cast<long long>(allocs + frees),
       static_cast<long long>(allocs), static_cast<long long>(frees), static_cast<long long>(failures),
@@ -292,6 +348,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(numDeviceAlloc), static_cast<long long>(numDeviceFree), static_cast<long long>(p50),
       static_cast<long long>(p99), static_cast<long long>(maxNs), static_cast<long long>(overhead), seconds,
       verify ? "true" : "false", static_cast<long long>(verifyErrors), static_cast<long long>(oomRecord),
-      jsonString(oomWhat.empty() ? nullptr : oomWhat.c_str()).c_str());
-  return verifyErrors > 0 || oomRecord >= 0 ? 1 : 0;
+      jsonString(oomWhat.empty() ? nullptr : oomWhat.c_str()).c_str(), static_cast<long long>(peakRequested),
+      static_cast<long long>(mapped[1]), static_cast<long long>(mapped[2]), static_cast<long long>(unmapped[1]),
+      static_cast<long long>(unmapped[2]), expandable ? "true" : "false", static_cast<long long>(callsEstimate),
+      emptied ? "true" : "false", static_cast<long long>(deviceLeaked));
+  return verifyErrors > 0 || oomRecord >= 0 || deviceLeaked != 0 ? 1 : 0;
 }
