@@ -56,6 +56,10 @@ func TestPatterns(t *testing.T) {
 	// How long after the start of each leak it must be called.
 	deadline := map[string]time.Duration{
 		"leak":           detecttest.LeakWindow,
+		"leak-8":         detecttest.LeakWindow,
+		"leak-16":        detecttest.LeakWindow,
+		"leak-64":        detecttest.LeakWindow,
+		"leak-short":     40 * time.Second, // the job ends 40 s after the leak starts
 		"leak-sawtooth":  detecttest.LeakWindow,
 		"leak-slow-40g":  detecttest.LeakWindow,
 		"leak-late":      detecttest.LeakWindow,
@@ -183,7 +187,8 @@ func TestInsufficient(t *testing.T) {
 		{"one", []detect.Sample{{T: t0, Bytes: 1}}},
 		{"equal times", []detect.Sample{{T: t0, Bytes: 1}, {T: t0, Bytes: 2}, {T: t0, Bytes: 3}}},
 		{"too short", series(20*time.Second, 10*time.Millisecond, func(s float64) float64 { return 1e9 * s })},
-		{"still warming up", series(50*time.Second, 100*time.Millisecond, func(s float64) float64 { return 1e9 * s })},
+		// A fast rise is warm-up until it has kept its pace for SteadyRise.
+		{"still warming up", series(40*time.Second, 100*time.Millisecond, func(s float64) float64 { return 1e9 * s })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

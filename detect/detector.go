@@ -40,10 +40,12 @@ type Config struct {
 	MinSlope  float64
 	MinGrowth float64
 	// WarmupRate (bytes/s) is the floor's rise rate above which leading
-	// windows count as warm-up, for at most MaxWarmup. Defaults 8 MiB/s
-	// and 2 minutes.
+	// windows count as warm-up, for at most MaxWarmup, unless the rise
+	// has kept its pace for SteadyRise (then it is a leak, not a warm-up:
+	// a warm-up slows down). Defaults 8 MiB/s, 2 minutes and 45s.
 	WarmupRate float64
 	MaxWarmup  time.Duration
+	SteadyRise time.Duration
 	// StepMin (bytes) is the smallest window-to-window jump of the floor that
 	// can count as a one-off step (a cache that grows once, a model switch)
 	// rather than as part of a continuous trend. Default 32 MiB.
@@ -68,6 +70,7 @@ func DefaultConfig() Config {
 		MinGrowth:    16 * MiB,
 		WarmupRate:   8 * MiB,
 		MaxWarmup:    2 * time.Minute,
+		SteadyRise:   45 * time.Second,
 		StepMin:      32 * MiB,
 		RatchetSteps: 4,
 	}
@@ -75,8 +78,8 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.Window < 0 || c.MaxWindows < 0 || c.MinWindows < 0 || c.MinSpan < 0 || c.MaxWarmup < 0 || c.RatchetSteps < 0 {
-		return c, errors.New("detect: negative Window, MaxWindows, MinWindows, MinSpan, MaxWarmup or RatchetSteps")
+	if c.Window < 0 || c.MaxWindows < 0 || c.MinWindows < 0 || c.MinSpan < 0 || c.MaxWarmup < 0 || c.SteadyRise < 0 || c.RatchetSteps < 0 {
+		return c, errors.New("detect: negative Window, MaxWindows, MinWindows, MinSpan, MaxWarmup, SteadyRise or RatchetSteps")
 	}
 	for _, f := range []struct {
 		name string
@@ -125,6 +128,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxWarmup == 0 {
 		c.MaxWarmup = d.MaxWarmup
 	}
+	if c.SteadyRise == 0 {
+		c.SteadyRise = d.SteadyRise
+	}
 	if c.StepMin == 0 {
 		c.StepMin = d.StepMin
 	}
@@ -144,7 +150,7 @@ type Sample struct {
 // the detector's first sample.
 type window struct {
 	first, last float64 // times of the first and last sample in the window
-	t           float64 // the window's time: midpoint of first and last; weighted mean after merging
+	t           float64 // the time of the minimum (the earliest, on ties); weighted mean after merging
 	floor       float64 // minimum; weighted mean of the merged minima after merging
 	peak        float64 // maximum
 	weight      int     // number of base windows merged into this one
@@ -153,13 +159,17 @@ type window struct {
 
 func (w *window) add(t, b float64) {
 	if w.n == 0 {
-		*w = window{first: t, last: t, floor: b, peak: b, weight: 1}
+		*w = window{first: t, t: t, floor: b, peak: b, weight: 1}
 	}
 	w.last = t
-	w.floor = min(w.floor, b)
+	if b < w.floor {
+		// The floor is placed at the time it was read, not at the
+		// window's middle: on a fast rise the minimum is the earliest
+		// sample, and irregular sampling moves it inside the window.
+		w.floor, w.t = b, t
+	}
 	w.peak = max(w.peak, b)
 	w.n++
-	w.t = w.first + (w.last-w.first)/2
 }
 
 // merge folds b (the window right after a) into a. The floor becomes the

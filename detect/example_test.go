@@ -54,5 +54,5 @@ func ExampleAnalyze() {
 	fmt.Println(v.Reason)
 	// Output:
 	// no-leak 1
-	// floor not rising: 0.00 MiB/s over 4m55s (p=1); 1 one-off step(s) up and 0 down left out, largest +1024 MiB at 2m2s
+	// floor not rising: 0.00 MiB/s over 4m55s (p=1); 1 one-off step(s) up and 0 down left out, largest +1024 MiB at 2m0s
 }

@@ -151,7 +151,7 @@ func (d *Detector) analyze(pts []window) Verdict {
 	}
 	// The noise of the floor, from the newer half (the warm-up's jumps
 	// would inflate it).
-	noise := noiseScale(f[n/2:], d.tmp)
+	noise := d.noise(t[n/2:], f[n/2:])
 	k := d.warmupEnd(t, f, max(cfg.MinGrowth, 6*noise))
 	if k > 0 {
 		v.WarmUp = seconds(t[k] - pts[0].first)
@@ -163,30 +163,37 @@ func (d *Detector) analyze(pts []window) Verdict {
 	t, f = t[k:], f[k:]
 
 	// 2. Spikes and steps, judged against the window-to-window noise.
-	noise = noiseScale(f, d.tmp)
+	noise = d.noise(t, f)
 	tau := max(cfg.StepMin, 8*noise)
 	f = despike(f, tau, spikeRun)
 	// The newest windows cannot be told from a spike until later windows
 	// come: hold back up to spikeRun of them that jump by more than tau.
-	for held := 0; held < spikeRun && len(f) > cfg.MinWindows && f[len(f)-1]-f[len(f)-2] > tau; held++ {
+	// A jump is measured against the typical rise over the same time, so
+	// that the windows of a fast steady rise are neither held back nor
+	// read as steps when irregular sampling spaces their floors unevenly.
+	rate := typicalRate(t, f, d.tmp)
+	for held := 0; held < spikeRun && len(f) > cfg.MinWindows && excess(t, f, len(f)-2, rate) > tau; held++ {
 		t, f = t[:len(t)-1], f[:len(f)-1]
 	}
-	delta := diffs(f)
-	typical, _ := robustScale(diffs(f), d.tmp)
+	rate = typicalRate(t, f, d.tmp)
+	delta := make([]float64, len(f)-1)
+	for i := range delta {
+		delta[i] = excess(t, f, i, rate)
+	}
 	seg := make([]int, len(f)) // steps split the floor into segments
 	var bigUp, bigUpAt float64
 	var upAt []float64
 	for i, dx := range delta {
 		seg[i+1] = seg[i]
 		switch {
-		case dx-typical > tau:
+		case dx > tau:
 			v.StepsUp++
 			upAt = append(upAt, t[i+1])
 			if dx > bigUp {
 				bigUp, bigUpAt = dx, t[i+1]
 			}
 			seg[i+1]++
-		case dx-typical < -tau:
+		case dx < -tau:
 			v.StepsDown++
 			seg[i+1]++
 		}
@@ -283,14 +290,18 @@ func (d *Detector) addOOM(v *Verdict) {
 // warmupEnd returns the index of the first steady window. Leading windows
 // are warm-up, for at most MaxWarmup from the first window, while either
 //
-//   - the floor's rise over the next three windows is faster than
-//     WarmupRate, or
-//   - that rise is more than minRise and more than twice the rise over the
-//     three windows after: the tail of a warm-up, still slowing down.
+//   - the floor's rise over the next three windows is more than minRise
+//     and more than twice the rise over the three windows after: a rise
+//     that is slowing down, the shape of a warm-up; or
+//   - that rise is faster than WarmupRate, and either the series is
+//     shorter than SteadyRise or the rise from window k on is not steady
+//     (steadyRise): too early to tell a warm-up that will level off from
+//     a fast leak, or a rise that is slowing down.
 //
-// A leak faster than WarmupRate from the very start is therefore only judged
-// once MaxWarmup has passed; a steady leak does not slow down and stops the
-// second rule at once.
+// A fast rise that has kept its pace while the series grew to SteadyRise
+// is not a warm-up: the windows from there on are judged, and the trend
+// test calls the leak. A steady leak does not slow down and stops the
+// first rule at once.
 func (d *Detector) warmupEnd(t, f []float64, minRise float64) int {
 	n := len(f)
 	limit := d.cfg.MaxWarmup.Seconds()
@@ -298,17 +309,35 @@ func (d *Detector) warmupEnd(t, f []float64, minRise float64) int {
 	k := 0
 	for k < n-1 && t[k]-t[0] < limit {
 		j := min(k+3, n-1)
-		if rate(k, j) > d.cfg.WarmupRate {
+		if l := k + 6; l < n && f[j]-f[k] > minRise && rate(k, j) > 2*max(rate(j, l), 0) {
 			k++
 			continue
 		}
-		if l := k + 6; l < n && f[j]-f[k] > minRise && rate(k, j) > 2*max(rate(j, l), 0) {
+		if rate(k, j) > d.cfg.WarmupRate && !(t[n-1]-t[0] >= d.cfg.SteadyRise.Seconds() && d.steadyRise(t[k:], f[k:])) {
 			k++
 			continue
 		}
 		break
 	}
 	return k
+}
+
+// steadyRise reports whether the floor x has risen without slowing down:
+// the Theil–Sen slope over its newest third is at least three quarters of
+// the slope over its oldest third. A warm-up that
+// levels off fails it within a window or two of leveling off (the newest
+// third then holds flat windows); a leak at a constant or growing rate
+// passes it.
+func (d *Detector) steadyRise(t, x []float64) bool {
+	n := len(x)
+	if n < 6 {
+		return false
+	}
+	m := n / 3
+	var s1, s3 float64
+	s1, d.pairs = theilSen(t[:m], x[:m], nil, d.pairs)
+	s3, d.pairs = theilSen(t[n-m:], x[n-m:], nil, d.pairs)
+	return s1 > 0 && s3 >= 0.75*s1
 }
 
 // decelerating reports whether the rise in the second half of a horizon is
@@ -391,6 +420,36 @@ func despike(f []float64, tau float64, r int) []float64 {
 		}
 	}
 	return out
+}
+
+// noise is the noise scale of the floor x around its typical pace: a
+// steady rise is taken out first, or the running median would follow it
+// exactly and read a rising floor as noiseless.
+func (d *Detector) noise(t, x []float64) float64 {
+	rate := typicalRate(t, x, d.tmp)
+	y := make([]float64, len(x))
+	for i := range x {
+		y[i] = x[i] - rate*(t[i]-t[0])
+	}
+	return noiseScale(y, d.tmp)
+}
+
+// typicalRate is the median of the window-to-window rates of x: the pace
+// of a steady rise, about zero for a flat floor with steps.
+func typicalRate(t, x, tmp []float64) float64 {
+	r := tmp[:0]
+	for i := 0; i+1 < len(x); i++ {
+		if dt := t[i+1] - t[i]; dt > 0 {
+			r = append(r, (x[i+1]-x[i])/dt)
+		}
+	}
+	return median(r)
+}
+
+// excess is the change of x from window i to i+1 beyond what rate
+// predicts over the time between them.
+func excess(t, x []float64, i int, rate float64) float64 {
+	return x[i+1] - x[i] - rate*(t[i+1]-t[i])
 }
 
 func diffs(x []float64) []float64 {
