@@ -78,10 +78,10 @@
 // # Verification and leaks (Options.Verify, Result.DeviceLeakedBytes)
 //
 // With Verify, every allocation gets a pattern derived from its record's
-// index written into its first and last 8 bytes (CopyHtoD, outside the
-// timed region), which is read back and compared before its free
-// (CopyDtoH): memory handed out twice, or unmapped under a live block,
-// shows as a mismatch. Only the ends are checked, so that a simulated
+// index written into its first and last 8 bytes (all of it below 16
+// bytes; CopyHtoD, outside the timed region), which is read back and
+// compared before its free (CopyDtoH): memory handed out twice, or
+// unmapped under a live block, shows as a mismatch. Only the ends are checked, so that a simulated
 // device does not hold every byte of a trace in host memory. Every pass
 // also reads the device's free memory (MemInfo) before the allocator is
 // created and after the teardown; the difference is reported as

@@ -127,10 +127,10 @@ type live struct {
 	rec  int64  // index of its allocate record (the verification pattern)
 }
 
-// probe returns the pattern Verify writes at each end of the allocation
-// of record rec: 2 × n bytes (n ≤ verifyProbe), distinct per record.
+// probe returns the pattern Verify writes for the allocation of record
+// rec: n bytes, distinct per record.
 func probe(rec int64, n int) []byte {
-	b := make([]byte, 2*n)
+	b := make([]byte, n)
 	x := uint64(rec)*0x9E3779B97F4A7C15 + 0x5A
 	for i := range b {
 		x ^= x >> 29
@@ -140,27 +140,41 @@ func probe(rec int64, n int) []byte {
 	return b
 }
 
-// writeProbe writes the pattern of l at both ends of its allocation.
-func writeProbe(dev alloc.Device, l live) error {
-	n := int(min(l.size, verifyProbe))
-	p := probe(l.rec, n)
-	if err := dev.CopyHtoD(l.ptr, p[:n]); err != nil {
-		return err
+// probeSpans returns where Verify writes in l's allocation: its first and
+// its last verifyProbe bytes, or all of it when it is too small for two
+// separate spans.
+func probeSpans(l live) (head, tail uint64) {
+	if l.size < 2*verifyProbe {
+		return l.size, 0
 	}
-	return dev.CopyHtoD(l.ptr+l.size-uint64(n), p[n:])
+	return verifyProbe, verifyProbe
 }
 
-// checkProbe reports whether both ends of l's allocation still hold its
-// pattern.
+// writeProbe writes the pattern of l into its allocation.
+func writeProbe(dev alloc.Device, l live) error {
+	head, tail := probeSpans(l)
+	p := probe(l.rec, int(head+tail))
+	if err := dev.CopyHtoD(l.ptr, p[:head]); err != nil {
+		return err
+	}
+	if tail == 0 {
+		return nil
+	}
+	return dev.CopyHtoD(l.ptr+l.size-tail, p[head:])
+}
+
+// checkProbe reports whether l's allocation still holds its pattern.
 func checkProbe(dev alloc.Device, l live) (bool, error) {
-	n := int(min(l.size, verifyProbe))
-	want := probe(l.rec, n)
-	got := make([]byte, 2*n)
-	if err := dev.CopyDtoH(got[:n], l.ptr); err != nil {
+	head, tail := probeSpans(l)
+	want := probe(l.rec, int(head+tail))
+	got := make([]byte, len(want))
+	if err := dev.CopyDtoH(got[:head], l.ptr); err != nil {
 		return false, err
 	}
-	if err := dev.CopyDtoH(got[n:], l.ptr+l.size-uint64(n)); err != nil {
-		return false, err
+	if tail > 0 {
+		if err := dev.CopyDtoH(got[head:], l.ptr+l.size-tail); err != nil {
+			return false, err
+		}
 	}
 	return bytes.Equal(got, want), nil
 }

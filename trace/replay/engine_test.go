@@ -412,3 +412,21 @@ func TestReplayVerifyAndDeviceLeak(t *testing.T) {
 		t.Errorf("segments never freed: %d bytes leaked on the device, want the reserved peak %d", res.DeviceLeakedBytes, res.PeakReservedBytes)
 	}
 }
+
+// Allocations smaller than two probes are checked whole.
+func TestReplayVerifyTinyAllocations(t *testing.T) {
+	var recs []rmm.Record
+	for i := range 40 {
+		recs = append(recs, rmm.Record{Action: rmm.Allocate, Pointer: uint64(0x1000 + i), Size: uint64(1 + i)})
+	}
+	for i := range 40 {
+		recs = append(recs, rmm.Record{Action: rmm.Free, Pointer: uint64(0x1000 + i), Size: uint64(1 + i)})
+	}
+	res, err := Replay(Records(recs), newSim(t, 1<<30), alloc.Config{}, Options{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VerifiedAllocations != 40 || res.VerifyMismatches != 0 {
+		t.Errorf("%d checked, %d mismatches; want 40 and 0", res.VerifiedAllocations, res.VerifyMismatches)
+	}
+}
