@@ -48,8 +48,8 @@ func TestPagedReplayTraces(t *testing.T) {
 		{Name: "paged", Conf: "page_mapped:true"},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| trace | mode | live MiB | reserved MiB | reserved/live | min capacity/live | MemCreate+Malloc | MemRelease+Free | VMM calls | ns/op p50 | p99 |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n| trace | mode | live MiB | reserved MiB | reserved/live | min capacity/live | MemCreate+Malloc | MemRelease+Free | MemMap | MemUnmap | VMM calls | all calls | ns/op p50 | p99 |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".csv.gz")
 		tr := replay.FromFile(name, f)
@@ -66,10 +66,10 @@ func TestPagedReplayTraces(t *testing.T) {
 				t.Fatalf("%s %s: out of memory at record %d", name, p.Name, rep.OOM.Record)
 			}
 			s := rep.Stats
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.3f | %.3f | %d | %d | %d | %d | %d |\n",
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.3f | %.3f | %d | %d | %d | %d | %d | %d | %d | %d |\n",
 				name, p.Name, float64(rep.PeakLiveBytes)/(1<<20), float64(rep.PeakReservedBytes)/(1<<20),
 				rep.ReservedOverLive(), rep.MinCapacityOverLive(),
-				s.NumDeviceAlloc, s.NumDeviceFree, rep.DeviceCalls.VMM,
+				s.NumDeviceAlloc, s.NumDeviceFree, s.NumMemMap, s.NumMemUnmap, rep.DeviceCalls.VMM, rep.DeviceCalls.Total(),
 				rep.Latency.P50, rep.Latency.P99)
 		}
 	}
