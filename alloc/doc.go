@@ -64,8 +64,8 @@
 //
 // Steps 1 to 4 are pure bookkeeping under one mutex: a cached allocation and
 // free never call the device. Block structs are recycled through a free
-// list and live blocks are found by pointer in a map, so the cached path
-// allocates no Go memory in steady state.
+// list and live blocks are found by pointer in an open-addressed table
+// (ptrmap.go), so the cached path allocates no Go memory in steady state.
 //
 // # Out of memory
 //
@@ -105,8 +105,11 @@
 // PyTorch's key names and semantics (allocation, segment, active,
 // inactive_split, allocated_bytes, reserved_bytes, active_bytes,
 // inactive_split_bytes, requested_bytes, each for all, small_pool and
-// large_pool, each with current, peak, allocated and freed). Tests recount
-// them from the blocks the slow way after every step and compare.
+// large_pool, each with current, peak, allocated and freed). Only what
+// must be written per operation is: a pool's current, allocated and peak,
+// and the all-pools current and peak; freed, and all-pools allocated and
+// freed, are derived when Stats reads them (stats.go). Tests recount them
+// from the blocks the slow way after every step and compare.
 //
 // # Invariants (checked by the property tests after every operation)
 //
@@ -118,7 +121,7 @@
 //     been merged; in a page-mapped arena, both free and of the same kind);
 //   - a block is in its pool's index, in the list of its size class, if
 //     and only if it is free;
-//   - the live map holds exactly the allocated blocks;
+//   - the live table holds exactly the allocated blocks;
 //   - the incremental statistics equal a recount from the blocks;
 //   - after EmptyCache, every segment (other than preallocated ones) holds
 //     a live or pending block.
