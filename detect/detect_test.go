@@ -295,3 +295,5 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+func expNeg(x float64) float64 { return math.Exp(-x) }

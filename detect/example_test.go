@@ -56,3 +56,25 @@ func ExampleAnalyze() {
 	// no-leak 1
 	// floor not rising: 0.00 MiB/s over 4m55s (p=1); 1 one-off step(s) up and 0 down left out, largest +1024 MiB at 2m0s
 }
+
+// A monitor that alerts while the job runs asks for a verdict every few
+// seconds and acts only once the leak has been called for 15 s in a row.
+func ExampleConfirm() {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d, err := detect.New(detect.Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var c detect.Confirm // DefaultHold: 15 s
+	for ms := 0; ms <= 90_000; ms += 100 {
+		at := start.Add(time.Duration(ms) * time.Millisecond)
+		d.Add(at, uint64(4<<30+ms*(32<<20)/1000)) // 32 MiB/s from the start
+		if ms%5000 == 0 && c.Update(at, d.Verdict()) {
+			fmt.Println("leak confirmed at", time.Duration(ms)*time.Millisecond)
+			return
+		}
+	}
+	// Output:
+	// leak confirmed at 1m5s
+}

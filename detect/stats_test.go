@@ -148,3 +148,28 @@ func TestDespike(t *testing.T) {
 }
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(b)) }
+
+func TestPairFloors(t *testing.T) {
+	tests := []struct {
+		name    string
+		f, want []float64
+		thr     float64
+		wantT   []float64
+	}{
+		{"a miss borrows the next floor", []float64{10, 90, 10, 10}, []float64{10, 10, 10, 10}, 5, []float64{0, 2, 2, 3}},
+		{"two misses in a row keep the first", []float64{10, 90, 80, 10}, []float64{10, 80, 10, 10}, 5, []float64{0, 2, 3, 3}},
+		{"noise within thr is left", []float64{10, 13, 11, 12}, []float64{10, 13, 11, 12}, 5, []float64{0, 1, 2, 3}},
+		{"a rise is left", []float64{10, 20, 30, 40}, []float64{10, 20, 30, 40}, 0, []float64{0, 1, 2, 3}},
+		{"the newest window keeps its floor", []float64{10, 10, 90}, []float64{10, 10, 90}, 5, []float64{0, 1, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := []float64{0, 1, 2, 3}[:len(tc.f)]
+			f := append([]float64(nil), tc.f...)
+			pairFloors(tt, f, tc.thr)
+			if !slices.Equal(f, tc.want) || !slices.Equal(tt, tc.wantT) {
+				t.Errorf("pairFloors(%v) = %v at %v, want %v at %v", tc.f, f, tt, tc.want, tc.wantT)
+			}
+		})
+	}
+}

@@ -94,6 +94,42 @@ var traceSeries func(t, f []float64, seg []int)
 // despike repairs.
 const spikeRun = 2
 
+// coarseSamples is the number of samples per window under which a window
+// often misses the floor of a workload that rests at its floor for part of
+// each step; the floors of such windows are then taken over pairs.
+const coarseSamples = 12
+
+// coarse reports whether the windows hold fewer than coarseSamples samples
+// each, by their median.
+func coarse(pts []window, tmp []float64) bool {
+	per := tmp[:0]
+	for _, w := range pts {
+		per = append(per, float64(w.n)/float64(w.weight))
+	}
+	return median(per) < coarseSamples
+}
+
+// pairFloors replaces a floor by the next window's when that one is lower
+// by more than thr, keeping the time of the one it takes: overlapping
+// windows twice as long, one window apart, so that a window whose few
+// samples all missed the floor borrows its neighbour's. On a rising floor
+// the earlier window is the lower one and nothing changes; on a flat floor
+// a miss survives only when both windows missed. Differences within thr
+// (the noise) are left alone, so that noise stays independent from window
+// to window, as the trend test assumes. The newest window keeps its own
+// floor.
+func pairFloors(t, f []float64, thr float64) {
+	for i := 0; i+1 < len(f); i++ {
+		if f[i]-f[i+1] > thr {
+			t[i], f[i] = t[i+1], f[i+1]
+		}
+	}
+}
+
+// ratchetConfirm is how many windows must follow a step up, at its new
+// level, before the ratchet counts it.
+const ratchetConfirm = 2
+
 // trend is the outcome of testing one horizon.
 type trend struct {
 	mk     mannKendall
@@ -141,6 +177,9 @@ func (d *Detector) analyze(pts []window) Verdict {
 		t[i], f[i] = w.t, w.floor
 	}
 	v.Floor = uint64(f[n-1])
+	if coarse(pts, d.tmp) {
+		pairFloors(t, f, 8*d.noise(t, f))
+	}
 	for _, w := range pts[max(0, n-cfg.MinWindows):] {
 		v.Peak = max(v.Peak, uint64(w.peak))
 	}
@@ -238,11 +277,17 @@ func (d *Detector) analyze(pts []window) Verdict {
 	}
 
 	// 4. A ratchet: repeated steps up that never come back down.
-	if v.StepsUp >= cfg.RatchetSteps && v.StepsDown == 0 && ongoing(upAt, t[len(t)-1]) {
+	// Only steps that later windows confirm count: a newest window that
+	// missed the floor (coarse sampling under a sawtooth) reads as a step.
+	confirmed := upAt
+	for len(confirmed) > 0 && confirmed[len(confirmed)-1] > t[max(0, len(t)-1-ratchetConfirm)] {
+		confirmed = confirmed[:len(confirmed)-1]
+	}
+	if len(confirmed) >= cfg.RatchetSteps && v.StepsDown == 0 && ongoing(confirmed, t[len(t)-1]) {
 		if all := d.trendOf(t, f, nil); all.slope > 0 {
 			d.fill(&v, all, 1, Leak)
 			v.Reason = fmt.Sprintf("floor stepped up %d times and never down, %s/s (%.1f MiB/min) over %v, last step %v ago",
-				v.StepsUp, mib(v.Slope), v.MiBPerMin(), v.Horizon, seconds(t[len(t)-1]-upAt[len(upAt)-1]))
+				len(confirmed), mib(v.Slope), v.MiBPerMin(), v.Horizon, seconds(t[len(t)-1]-confirmed[len(confirmed)-1]))
 			d.addOOM(&v)
 			return v
 		}

@@ -49,7 +49,9 @@ type Row struct {
 	Runs     int
 	Final    [3]int // final verdict counts by detect.Kind
 	Ever     int    // runs with a Leak call at any check (before the leak starts, for leaks)
+	EverHeld int    // the same, for calls confirmed over detect.DefaultHold
 	Latency  []time.Duration
+	Held     []time.Duration // time to a confirmed call
 }
 
 var (
@@ -84,19 +86,19 @@ func run(w *os.File, seeds int, only string) error {
 	}
 	if len(healthy) > 0 {
 		fmt.Fprintf(w, "Healthy patterns (%v runs), verdict at the end of the run:\n\n", detecttest.QuietDuration)
-		fmt.Fprintf(w, "| pattern | interval | noise σ | runs | leak | no-leak | insufficient | leak called at any check |\n")
-		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| pattern | interval | noise σ | runs | leak | no-leak | insufficient | leak called at any check | held %v |\n", detect.DefaultHold)
+		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range healthy {
-			fmt.Fprintf(w, "| %s | %v | %g MiB | %d | %d | %d | %d | %d |\n", r.Pattern, r.Interval, r.NoiseMiB, r.Runs,
-				r.Final[detect.Leak], r.Final[detect.NoLeak], r.Final[detect.Insufficient], r.Ever)
+			fmt.Fprintf(w, "| %s | %v | %g MiB | %d | %d | %d | %d | %d | %d |\n", r.Pattern, r.Interval, r.NoiseMiB, r.Runs,
+				r.Final[detect.Leak], r.Final[detect.NoLeak], r.Final[detect.Insufficient], r.Ever, r.EverHeld)
 		}
 		fmt.Fprintln(w)
 	}
 	if len(leaks) > 0 {
 		fmt.Fprintf(w, "Leaking patterns, checked every 5 s until %v after the leak starts (leak-big-steps: 10 min):\n\n", detecttest.LeakTail)
-		fmt.Fprintf(w, "| pattern | interval | noise σ | runs | called ≤ %v | called ≤ %v | called by the end | never | time to call (median / max) | called before the leak |\n",
-			detecttest.LeakWindow, detecttest.LeakTail)
-		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| pattern | interval | noise σ | runs | called ≤ %v | called ≤ %v | called by the end | never | time to call (median / max) | called before the leak | held %v: called ≤ %v / median |\n",
+			detecttest.LeakWindow, detecttest.LeakTail, detect.DefaultHold, detecttest.LeakWindow)
+		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range leaks {
 			within, tail := 0, 0
 			for _, l := range r.Latency {
@@ -112,8 +114,18 @@ func run(w *os.File, seeds int, only string) error {
 				slices.Sort(r.Latency)
 				lat = fmt.Sprintf("%v / %v", r.Latency[len(r.Latency)/2].Round(time.Second), r.Latency[len(r.Latency)-1].Round(time.Second))
 			}
-			fmt.Fprintf(w, "| %s | %v | %g MiB | %d | %d | %d | %d | %d | %s | %d |\n", r.Pattern, r.Interval, r.NoiseMiB, r.Runs,
-				within, tail, len(r.Latency), r.Runs-len(r.Latency), lat, r.Ever)
+			held, heldMed := 0, "–"
+			for _, l := range r.Held {
+				if l <= detecttest.LeakWindow {
+					held++
+				}
+			}
+			if len(r.Held) > 0 {
+				slices.Sort(r.Held)
+				heldMed = r.Held[len(r.Held)/2].Round(time.Second).String()
+			}
+			fmt.Fprintf(w, "| %s | %v | %g MiB | %d | %d | %d | %d | %d | %s | %d | %d / %s |\n", r.Pattern, r.Interval, r.NoiseMiB, r.Runs,
+				within, tail, len(r.Latency), r.Runs-len(r.Latency), lat, r.Ever, held, heldMed)
 		}
 	}
 	return nil
@@ -126,61 +138,82 @@ func tally(p detecttest.Pattern, iv time.Duration, noiseMiB float64, seeds int) 
 		if err != nil {
 			return row, err
 		}
-		final, ever, first, err := Check(s, 5*time.Second)
+		c, err := Check(s, 5*time.Second)
 		if err != nil {
 			return row, err
 		}
-		row.Final[final.Kind]++
-		if ever {
+		row.Final[c.Final.Kind]++
+		if c.False {
 			row.Ever++
 		}
-		if p.Leak && first >= 0 {
-			row.Latency = append(row.Latency, first)
+		if c.FalseHeld {
+			row.EverHeld++
+		}
+		if p.Leak && c.First >= 0 {
+			row.Latency = append(row.Latency, c.First)
+		}
+		if p.Leak && c.FirstHeld >= 0 {
+			row.Held = append(row.Held, c.FirstHeld)
 		}
 	}
 	return row, nil
 }
 
-// Check feeds s to a default detector, asking for a verdict every `every` of
-// sample time. It returns the final verdict, whether a Leak was called where
-// it is wrong (anywhere for a healthy series, before the leak starts for a
-// leaking one) and, for leaks, the time from the leak's start to the first
-// Leak call (-1 if none).
-func Check(s detecttest.Series, every time.Duration) (final detect.Verdict, falseAlarm bool, first time.Duration, err error) {
+// Result is the outcome of one run.
+type Result struct {
+	Final detect.Verdict
+	// False: a Leak was called where it is wrong (anywhere for a healthy
+	// series, before the leak starts for a leaking one); FalseHeld: such a
+	// call was confirmed by a detect.Confirm.
+	False, FalseHeld bool
+	// First and FirstHeld: for leaks, the time from the leak's start to the
+	// first Leak call and to the first confirmed one (-1 if none).
+	First, FirstHeld time.Duration
+}
+
+// Check feeds s to a detector, asking for a verdict every `every` of sample
+// time and at the end, and passing each verdict to a detect.Confirm.
+func Check(s detecttest.Series, every time.Duration) (Result, error) {
+	r := Result{First: -1, FirstHeld: -1}
 	d, err := detect.New(detect.Config{Window: window})
 	if err != nil {
-		return final, false, 0, err
+		return r, err
 	}
-	first = -1
 	if len(s.Samples) == 0 {
-		return d.Verdict(), false, first, nil
+		r.Final = d.Verdict()
+		return r, nil
 	}
+	var confirm detect.Confirm
 	t0 := s.Samples[0].T
+	judge := func(at time.Duration, v detect.Verdict) {
+		held := confirm.Update(t0.Add(at), v)
+		if v.Kind != detect.Leak {
+			return
+		}
+		if !s.Leak || at < s.LeakStart {
+			if debug && !r.False {
+				fmt.Fprintf(os.Stderr, "%s at %v: %v\n", s.Pattern, at, v)
+			}
+			r.False = true
+			r.FalseHeld = r.FalseHeld || held
+			return
+		}
+		if r.First < 0 {
+			r.First = at - s.LeakStart
+		}
+		if held && r.FirstHeld < 0 {
+			r.FirstHeld = at - s.LeakStart
+		}
+	}
 	next := every
 	for _, x := range s.Samples {
 		d.Add(x.T, x.Bytes)
 		if at := x.T.Sub(t0); at >= next {
 			next += every
-			v := d.Verdict()
-			if v.Kind != detect.Leak {
-				continue
-			}
-			if !s.Leak || at < s.LeakStart {
-				if debug && !falseAlarm {
-					fmt.Fprintf(os.Stderr, "%s at %v: %v\n", s.Pattern, at, v)
-				}
-				falseAlarm = true
-			} else if first < 0 {
-				first = at - s.LeakStart
-			}
+			judge(at, d.Verdict())
 		}
 	}
-	final = d.Verdict()
-	if final.Kind == detect.Leak && first < 0 && s.Leak {
-		first = s.Duration - s.LeakStart
-	}
-	if final.Kind == detect.Leak && !s.Leak {
-		falseAlarm = true
-	}
-	return final, falseAlarm, first, nil
+	r.Final = d.Verdict()
+	judge(s.Duration, r.Final)
+	return r, nil
 }
