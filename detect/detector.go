@@ -18,7 +18,8 @@ type Config struct {
 	// and one peak (maximum) per window. It must be longer than one step of
 	// the workload (one training iteration, one request batch), so that every
 	// window sees the memory at rest at least once, and hold several
-	// samples (15s at 1 s sampling under a sawtooth; docs/detect.md).
+	// samples. At 1 s sampling under a sawtooth, 15s finds the floor more
+	// often but calls a leak only after about 2 minutes (docs/detect.md).
 	// Default 5s.
 	Window time.Duration
 	// MaxWindows bounds the memory: at most this many windows are kept.
