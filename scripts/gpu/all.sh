@@ -63,15 +63,15 @@ bgm=$!
 echo "== cuda tests beside the allocator's speed run at $(el)"
 ( ALLOC_GPU_QUICK=1 OUT=$W/alloc timeout 120 bash scripts/gpu/alloc.sh run > "$W/alloc/out" 2>&1; echo "alloc quick rc=$? at $(el)" ) &
 bga=$!
-timeout 80 .gpu/cuda/cuda.race.test -test.v -test.run GPU -test.cpu 1,16 -test.timeout 75s > "$W/cuda/tests.log" 2>&1; echo "cuda tests rc=$? at $(el)"
-timeout 80 .gpu/cuda/cudadev.race.test -test.v -test.run GPU -test.cpu 1,16 -test.timeout 75s >> "$W/cuda/tests.log" 2>&1; echo "cudadev tests rc=$? at $(el)"
-timeout 40 .gpu/cuda/cuda.test -test.run '^$' -test.bench 'GPUMemAllocFree|GPUCallOverhead' -test.benchtime 2000x > "$W/cuda/bench.log" 2>&1; echo "cuda bench rc=$? at $(el)"
+timeout 60 .gpu/cuda/cuda.race.test -test.v -test.run GPU -test.cpu 1,16 -test.timeout 55s > "$W/cuda/tests.log" 2>&1; echo "cuda tests rc=$? at $(el)"
+timeout 60 .gpu/cuda/cudadev.race.test -test.v -test.run GPU -test.cpu 1,16 -test.timeout 55s >> "$W/cuda/tests.log" 2>&1; echo "cudadev tests rc=$? at $(el)"
+timeout 30 .gpu/cuda/cuda.test -test.run '^$' -test.bench 'GPUMemAllocFree|GPUCallOverhead' -test.benchtime 2000x > "$W/cuda/bench.log" 2>&1; echo "cuda bench rc=$? at $(el)"
 grep -E "^(--- |ok|FAIL|PASS)" "$W/cuda/tests.log" | sort | uniq -c | sort -rn | head -40
 wait $bga
 tail -40 "$W/alloc/alloc.log" 2>/dev/null
 
 echo "== replay race at $(el)"
-OUT=$W/replay VRAM_REPLAY_BUDGET_S=140 timeout 170 bash scripts/gpu/replay.sh run > "$W/replay/out" 2>&1; echo "replay rc=$?"
+OUT=$W/replay VRAM_REPLAY_BUDGET_S=115 timeout 140 bash scripts/gpu/replay.sh run > "$W/replay/out" 2>&1; echo "replay rc=$?"
 cat "$W/replay/summary.md" 2>/dev/null || tail -30 "$W/replay/out"
 
 echo "== waiting for the background at $(el)"
@@ -80,7 +80,7 @@ tail -5 "$W/top/top.log" 2>/dev/null
 cat "$W/monitor/monitor_cpu.jsonl" 2>/dev/null
 
 echo "== phase B: OOM jobs and fit, alone, at $(el)"
-OUT=$W/jobs JOBS_PHASE=oomfit timeout 200 bash scripts/gpu/jobs.sh > "$W/jobs/phaseB.out" 2>&1; echo "jobs oomfit rc=$?"
+OUT=$W/jobs JOBS_PHASE=oomfit timeout 150 bash scripts/gpu/jobs.sh > "$W/jobs/phaseB.out" 2>&1; echo "jobs oomfit rc=$?"
 cat "$W/jobs/summary.txt" 2>/dev/null
 
 echo "== packing at $(el)"
