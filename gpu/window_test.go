@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -189,4 +190,35 @@ func TestWatcherTickAllocs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Watcher driven by hand: a loop that owns its clock (a daemon, a test)
+// ticks it once per sample interval and gets a line every Interval.
+func ExampleWatcher() {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	sim, _ := NewSim(1, 1, clock)
+	s, _ := NewSampler(sim, SamplerOptions{Procs: sim, Now: clock})
+	w, err := s.NewWatcher(WatchOptions{Interval: 50 * time.Millisecond, SampleInterval: 10 * time.Millisecond, ProcessInterval: 100 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 20 {
+		now = now.Add(w.Options().SampleInterval)
+		iv, err := w.Tick()
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if iv != nil { // valid until the next Tick; iv.Clone() keeps it
+			fmt.Printf("%s: %d memory samples, %d process samples, %d processes\n",
+				iv.End.Format("15:04:05.000"), iv.MemorySamples, iv.ProcessSamples, len(iv.Processes))
+		}
+	}
+	// Output:
+	// 09:00:00.050: 5 memory samples, 1 process samples, 7 processes
+	// 09:00:00.100: 5 memory samples, 0 process samples, 0 processes
+	// 09:00:00.150: 5 memory samples, 1 process samples, 7 processes
+	// 09:00:00.200: 5 memory samples, 0 process samples, 0 processes
 }
