@@ -104,8 +104,12 @@ func TestGPUInitAndProperties(t *testing.T) {
 			if !strings.HasSuffix(strings.ToLower(row.pci), strings.ToLower(p.PCIBusID)) {
 				t.Errorf("PCI bus id %q, nvidia-smi says %q", p.PCIBusID, row.pci)
 			}
-			if p.TotalMem>>20 < row.totalMiB-64 || p.TotalMem>>20 > row.totalMiB+64 {
-				t.Errorf("total %d MiB, nvidia-smi says %d MiB", p.TotalMem>>20, row.totalMiB)
+			// NVML's total (nvidia-smi) includes memory the driver reserves
+			// for itself; cuDeviceTotalMem does not. On the H200 with driver
+			// 580 the driver's figure is 616 MiB lower (143155 against
+			// 143771 MiB). Allow up to 2 % below, nothing above.
+			if tot := p.TotalMem >> 20; tot > row.totalMiB || tot < row.totalMiB-row.totalMiB/50 {
+				t.Errorf("total %d MiB, nvidia-smi says %d MiB (want at most that, and within 2 %%)", tot, row.totalMiB)
 			}
 		} else if smi != nil {
 			t.Errorf("UUID %s not listed by nvidia-smi (%v)", p.UUID, smi)
