@@ -24,7 +24,10 @@
 //     (PID, start time) means a sample re-reads only /proc/PID/stat, and
 //     only once per ProcRefresh; the command line, owner and cgroup are read
 //     once per process lifetime. A PID that is reused by a new process has a
-//     new start time and is therefore read afresh.
+//     new start time and is therefore read afresh. These strings are kept
+//     exactly as read (a command line may hold newlines and escape
+//     sequences); Printable (printable.go) is the one-line, terminal-safe
+//     form that every text output shows.
 //  3. Sampler (sampler.go) takes a full Snapshot (every NVML query plus the
 //     enrichment and the classification of each process) or a memory-only
 //     sample (one GetMemoryInfo_v2 per device, the fast path). It keeps the

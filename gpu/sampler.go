@@ -112,7 +112,8 @@ type Process struct {
 	MemoryKnown bool
 	Kind        ProcessKind
 
-	// From /proc (zero when FlagNoSuchProcess or without a ProcSource).
+	// From /proc (zero when FlagNoSuchProcess or without a ProcSource),
+	// exactly as read: text output passes them through Printable.
 	User      string
 	UID       uint32
 	Cmdline   []string
@@ -132,7 +133,8 @@ type Process struct {
 }
 
 // Command is the command line joined with spaces, or [comm] when the
-// command line is empty.
+// command line is empty, exactly as /proc has it: it may hold newlines and
+// escape sequences. Text output shows DisplayCommand instead.
 func (p Process) Command() string {
 	if len(p.Cmdline) > 0 {
 		return strings.Join(p.Cmdline, " ")

@@ -164,7 +164,7 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 			if flags == "" {
 				flags = "-"
 			}
-			user := p.User
+			user := gpu.Printable(p.User)
 			if user == "" {
 				user = "?"
 			}
@@ -172,7 +172,7 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 			if showContainer {
 				row += containerLabel(p.Container) + "\t"
 			}
-			cmd := p.Command()
+			cmd := p.DisplayCommand()
 			if cmd == "" {
 				cmd = "?"
 			}
@@ -255,7 +255,7 @@ func writeAccountingText(w io.Writer, acc []gpu.AccountingDevice, snap *gpu.Snap
 			}
 			cmd := "-"
 			if r.Running {
-				if c := commandOf(snap, r.PID); c != "" {
+				if c := gpu.Printable(commandOf(snap, r.PID)); c != "" {
 					cmd = shorten(c, 50)
 				}
 			}
@@ -467,7 +467,7 @@ func writeStatusCSV(w io.Writer, snap *gpu.Snapshot) error {
 		if p.MemoryKnown {
 			mem = u(p.Memory)
 		}
-		_ = cw.Write([]string{t, sim, "process", strconv.Itoa(p.Device), p.DeviceUUID, "", strconv.FormatUint(uint64(p.PID), 10), p.User, mem, "", "", "", "", strings.Join(p.Flags.Names(), ";"), p.Container.ID, p.Command()})
+		_ = cw.Write([]string{t, sim, "process", strconv.Itoa(p.Device), p.DeviceUUID, "", strconv.FormatUint(uint64(p.PID), 10), gpu.Printable(p.User), mem, "", "", "", "", strings.Join(p.Flags.Names(), ";"), p.Container.ID, p.DisplayCommand()})
 	}
 	for _, d := range snap.Devices {
 		if d.Err == nil {

@@ -299,7 +299,7 @@ func (m Model) askSignal(sig syscall.Signal) Model {
 	if !ok {
 		return bad("no process selected")
 	}
-	t := target{PID: int(p.PID), Start: p.StartTime, Command: p.Command(), Memory: p.Memory, Device: p.Device}
+	t := target{PID: int(p.PID), Start: p.StartTime, Command: p.DisplayCommand(), Memory: p.Memory, Device: p.Device}
 	if err := checkTarget(t, m.cfg.Self); err != nil {
 		return bad(err.Error())
 	}
@@ -402,9 +402,10 @@ func (m Model) rows() []row {
 }
 
 // matches reports whether the filter text f (lower case) occurs in the
-// process's PID, user, command line, flags, cgroup or container ID.
+// process's PID, user, command line (as the table shows it, escapes
+// included), flags, cgroup or container ID.
 func matches(p gpu.Process, f string) bool {
-	for _, s := range []string{strconv.Itoa(int(p.PID)), p.User, p.Command(), p.Flags.String(), p.Cgroup, p.Container.ID, "gpu" + strconv.Itoa(p.Device)} {
+	for _, s := range []string{strconv.Itoa(int(p.PID)), p.User, p.DisplayCommand(), p.Flags.String(), p.Cgroup, p.Container.ID, "gpu" + strconv.Itoa(p.Device)} {
 		if strings.Contains(strings.ToLower(s), f) {
 			return true
 		}

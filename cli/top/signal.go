@@ -35,7 +35,7 @@ type ProcStater interface {
 type target struct {
 	PID     int
 	Start   time.Time
-	Command string
+	Command string // display form (gpu.Printable): shown, never matched
 	Memory  uint64
 	Device  int
 }

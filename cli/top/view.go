@@ -404,7 +404,7 @@ func (m Model) rowLine(r row, c columns, selected bool) string {
 	b.WriteString(mark)
 	fmt.Fprintf(&b, "%7d", p.PID)
 	if c.user {
-		u := p.User
+		u := gpu.Printable(p.User)
 		if u == "" {
 			u = "-"
 		}
@@ -436,7 +436,7 @@ func (m Model) rowLine(r row, c columns, selected bool) string {
 	}
 	rest.WriteString(" " + flagCell(p.Flags, flagsW))
 	used := ansi.StringWidth(plain) + ansi.StringWidth(rest.String()) + 1
-	cmd := p.Command()
+	cmd := p.DisplayCommand()
 	if cmd == "" {
 		cmd = "(not visible in /proc)"
 	}
@@ -576,14 +576,14 @@ func (m Model) detailLines() []string {
 			}
 		}
 	}
-	cmd := strings.Join(p.Cmdline, " ")
+	cmd := gpu.Printable(strings.Join(p.Cmdline, " "))
 	if cmd == "" {
-		cmd = p.Command() + " (no command line)"
+		cmd = p.DisplayCommand() + " (no command line)"
 	}
 	field("Command", cmd)
 	user := "-"
 	if p.User != "" {
-		user = fmt.Sprintf("%s (uid %d)", p.User, p.UID)
+		user = fmt.Sprintf("%s (uid %d)", gpu.Printable(p.User), p.UID)
 	}
 	field("User", user)
 	flags := p.Flags.String()
@@ -601,7 +601,7 @@ func (m Model) detailLines() []string {
 		field("Started", fmt.Sprintf("%s (%s ago)", p.StartTime.Format(time.DateTime), m.snap.Time.Sub(p.StartTime).Round(time.Second)))
 	}
 	field("Parent", parentText(p.PPID))
-	cg := p.Cgroup
+	cg := gpu.Printable(p.Cgroup)
 	if cg == "" {
 		cg = "-"
 	}
