@@ -145,7 +145,7 @@ const latencyHeader = "operation                            n   p50 ns   p90 ns 
 // driver's cuMemFree_v2 and cuMemAlloc_v2 on the same sizes, and an empty
 // operation (two clock reads) whose cost is included in every other row.
 // It fails only on errors and if the timed cached loop calls the device;
-// the figures are for docs/allocator.md.
+// the figures are for docs/alloc.md.
 func TestGPULatency(t *testing.T) {
 	d := openGPU(t)
 	if *latencySizesOut != "" {

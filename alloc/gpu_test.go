@@ -9,7 +9,7 @@ package alloc_test
 //	./.gpu/alloc.test -test.v -test.run GPU            # there
 //
 // or through scripts/gpu/alloc.sh, which runs them all with the benchmarks
-// and keeps the logs. docs/allocator.md has the results.
+// and keeps the logs. docs/alloc.md has the results.
 //
 // With VRAM_GPU_TEST_SIM=1 the same tests run on a 16 GiB simulated device
 // instead (alloc/sim), which checks the tests themselves on a machine

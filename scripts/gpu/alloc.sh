@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The allocator's GPU checks (docs/allocator.md has the results). Two halves:
+# The allocator's GPU checks (docs/alloc.md has the results). Two halves:
 #
 #   scripts/gpu/alloc.sh build   on the development machine (Go): builds
 #                                .gpu/alloc.test and .gpu/alloc-race.test
