@@ -12,6 +12,7 @@ require (
 	github.com/nlpodyssey/gopickle v0.2.0
 	github.com/prometheus/procfs v0.23.0
 	github.com/spf13/cobra v1.10.2
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
 	pgregory.net/rapid v1.3.0
 )
