@@ -17,9 +17,10 @@ import (
 // show something it is not.
 //
 // Process keeps these strings exactly as read (JSON output quotes them
-// exactly, and a command line is matched as it is). Every text rendering
-// (tables, CSV, the top screens, dialogs) passes them through Printable,
-// the one place that decides what is safe to show.
+// exactly, and a command line is matched as it is). The monitor's text
+// renderings (vram status's table and CSV, vram top's table, screens and
+// dialogs) pass them through Printable, the one place that decides what is
+// safe to show; any other text output of /proc strings should too.
 
 // Printable returns s as one line that is safe to write to a terminal: each
 // character that is not graphic (letters, marks, numbers, punctuation,
