@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vramhq/vram/policy"
 )
 
 // posture is what the checks expect of one rendering of the daemon's
@@ -229,10 +232,10 @@ func checkDaemonSet(ds obj, serviceAccount, configMap string, want posture) []st
 	if _, v := mountOf("/etc/vram"); strAt(v, "configMap", "name") != configMap {
 		bad("/etc/vram is not the ConfigMap %s", configMap)
 	}
-	m, v = mountOf("/etc/vram/token")
+	m, v = mountOf("/etc/vram-token")
 	switch {
 	case want.tokenSecret != "" && strAt(v, "secret", "secretName") != want.tokenSecret:
-		bad("token Secret %s not mounted at /etc/vram/token", want.tokenSecret)
+		bad("token Secret %s not mounted at /etc/vram-token", want.tokenSecret)
 	case want.tokenSecret == "" && m != nil:
 		bad("token mounted although no Secret is named")
 	}
@@ -311,8 +314,28 @@ func checkConfig(cm obj, want posture) []string {
 		p = append(p, fmt.Sprintf("config policies.enabled=%v, want %v", on, want.policies))
 	}
 	tokenFile := strAt(cfg, "api", "token_file")
-	if (tokenFile != "") != (want.tokenSecret != "") || tokenFile != "" && path.Dir(tokenFile) != "/etc/vram/token" {
+	if (tokenFile != "") != (want.tokenSecret != "") || tokenFile != "" && path.Dir(tokenFile) != "/etc/vram-token" {
 		p = append(p, fmt.Sprintf("config api.token_file=%q with token Secret %q", tokenFile, want.tokenSecret))
+	}
+	for _, k := range []string{"raw", "aggregate"} {
+		if d, err := time.ParseDuration(strAt(cfg, "retention", k)); err != nil || d <= 0 {
+			p = append(p, fmt.Sprintf("config retention.%s=%v: want a positive duration", k, lookupOr(cfg, "retention", k)))
+		}
+	}
+	if d, err := time.ParseDuration(strAt(cfg, "sample_interval")); err != nil || d <= 0 {
+		p = append(p, fmt.Sprintf("config sample_interval=%v: want a positive duration", cfg["sample_interval"]))
+	}
+	// The policy file must be in the ConfigMap and parse with the daemon's
+	// own reader; nothing is signalled until an operator says so.
+	file := strAt(cfg, "policies", "file")
+	if path.Dir(file) != "/etc/vram" {
+		p = append(p, fmt.Sprintf("config policies.file=%q is not in the ConfigMap mount", file))
+	} else if body, ok := lookupT[string](cm, "data", path.Base(file)); !ok {
+		p = append(p, fmt.Sprintf("ConfigMap has no %s", path.Base(file)))
+	} else if pol, err := policy.Parse(path.Base(file), []byte(body)); err != nil {
+		p = append(p, fmt.Sprintf("ConfigMap %s: %v", path.Base(file), err))
+	} else if !pol.DryRun && !want.policies {
+		p = append(p, "policy file is not dry_run while policies are off")
 	}
 	sock := strAt(cfg, "kubernetes", "pod_resources_socket")
 	if (sock != "") != want.podResources || sock != "" && !strings.HasPrefix(sock, "/var/lib/kubelet/pod-resources/") {
@@ -364,6 +387,14 @@ func checkServiceMonitor(sm, svc obj, want posture) []string {
 		bad("endpoints %v, want one on port metrics, path /metrics", eps)
 	}
 	return p
+}
+
+// lookupOr is lookup for messages: the value or "<missing>".
+func lookupOr(v any, keys ...string) any {
+	if x, ok := lookup(v, keys...); ok {
+		return x
+	}
+	return "<missing>"
 }
 
 // plainPosture is what deploy/kubernetes/daemonset.yaml promises.
@@ -437,6 +468,7 @@ func TestChecksCatchDamage(t *testing.T) {
 		{"token mounted", set([]string{"ServiceAccount", "automountServiceAccountToken"}, true), "API token"},
 		{"policies on in config", set([]string{"ConfigMap", "data", "config.yaml"}, "readonly: true\npolicies: {enabled: true}\napi: {token_file: \"\"}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "policies.enabled"},
 		{"read-write config", set([]string{"ConfigMap", "data", "config.yaml"}, "readonly: false\npolicies: {enabled: false}\napi: {token_file: \"\"}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "config readonly"},
+		{"broken policy file", set([]string{"ConfigMap", "data", "policy.yaml"}, "version: 1\nreclaim:\n  - name: x\n    when: [sleepy]\n"), "policy.yaml"},
 		{"rbac", func(docs []obj) {}, "RBAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
