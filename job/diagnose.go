@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/units"
 )
 
@@ -79,7 +80,7 @@ func diagnose(r *Result, msgs []Message) OOM {
 		float64(held) >= otherShare*float64(capacity) && held >= best.Tried {
 		o.Cause, o.Holder = CauseOtherProcess, h
 		o.Explanation = fmt.Sprintf("other processes held %s of the GPU's %s when the job died; the largest is pid %d (%s) with %s",
-			units.FormatBytes(held), units.FormatBytes(capacity), h.PID, orUnknown(h.Command), units.FormatBytes(h.AtEnd))
+			units.FormatBytes(held), units.FormatBytes(capacity), h.PID, gpu.Printable(orUnknown(h.Command)), units.FormatBytes(h.AtEnd))
 		o.Advice = fmt.Sprintf("free the GPU (pid %d), or run the job on another GPU (CUDA_VISIBLE_DEVICES)", h.PID)
 		return o
 	}

@@ -107,3 +107,18 @@ func TestSparkline(t *testing.T) {
 		t.Error("empty input")
 	}
 }
+
+// A command line with a newline and an escape sequence must not reach the
+// terminal raw through the text report.
+func TestReportCommandIsPrintable(t *testing.T) {
+	cmd := "python3 -c 'import torch\nprint(1)' \x1b[2J"
+	r := Result{Memory: true, Args: []string{"sh", "-c", "x\ny"}}
+	r.Peak = Peak{Bytes: gib, Device: 0, PID: 7, Command: cmd, PIDDev: gib}
+	r.Devices = []Device{{Index: 0, Name: "GPU", Total: 8 * gib}}
+	r.Procs = []Proc{{PID: 7, Command: cmd, Peak: gib}, {PID: 8, Command: cmd, Peak: mib}}
+	var b strings.Builder
+	r.WriteText(&b)
+	if out := b.String(); strings.ContainsAny(out, "\x1b") || strings.Contains(out, "torch\nprint") || strings.Contains(out, "x\ny") {
+		t.Errorf("report carries raw control characters:\n%q", out)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/units"
 )
 
@@ -256,7 +257,7 @@ func (r *Result) WriteText(w io.Writer) {
 	p := func(label, format string, a ...any) {
 		fmt.Fprintf(w, "  %-11s %s\n", label, fmt.Sprintf(format, a...))
 	}
-	fmt.Fprintf(w, "vram run: %s\n", strings.Join(r.Args, " "))
+	fmt.Fprintf(w, "vram run: %s\n", gpu.Printable(strings.Join(r.Args, " ")))
 	status := fmt.Sprintf("exit status %d", r.ExitCode)
 	if r.Signal != 0 {
 		status = fmt.Sprintf("killed by %s (status %d)", SignalName(r.Signal), r.ExitCode)
@@ -269,7 +270,7 @@ func (r *Result) WriteText(w io.Writer) {
 	} else {
 		d := r.Devices[r.Peak.Device]
 		p("peak", "%s at %s on GPU %d (%s), pid %d %s holding %s",
-			units.FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, r.Peak.Command, units.FormatBytes(r.Peak.PIDDev))
+			units.FormatBytes(r.Peak.Bytes), round(r.Peak.At), d.Index, d.Name, r.Peak.PID, gpu.Printable(r.Peak.Command), units.FormatBytes(r.Peak.PIDDev))
 		if r.SteadyKnown {
 			p("steady", "%s (median floor after %s of warm-up)", units.FormatBytes(r.Steady), round(r.Leak.WarmUp))
 		} else {
@@ -287,7 +288,7 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 		if len(r.Procs) > 1 {
 			for _, pr := range r.Procs {
-				p("process", "pid %d peak %s %s", pr.PID, units.FormatBytes(pr.Peak), pr.Command)
+				p("process", "pid %d peak %s %s", pr.PID, units.FormatBytes(pr.Peak), gpu.Printable(pr.Command))
 			}
 		}
 	}
