@@ -29,8 +29,8 @@
 // The Helm chart is rendered by a small renderer in the tests: Go's
 // text/template with the few Sprig and Helm functions the templates use
 // (include, toYaml, nindent, quote, default, trunc, trimSuffix, contains,
-// sha256sum, fail) written out, and missing values treated as errors, which
-// is stricter than helm. The rendered objects go through the same checks as
+// sha256sum, required, fail) written out, and missing values treated as
+// errors, which is stricter than helm. The rendered objects go through the same checks as
 // the plain manifests, for the default values and for variants (policies on,
 // non-root, token secret, no ServiceMonitor). The chart has not been rendered
 // by a real helm binary: none is packaged for this machine, and Sprig
