@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/cli/monitor"
+	"github.com/vramhq/vram/cli/reclaim"
 	"github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cli/run"
 	"github.com/vramhq/vram/cli/top"
@@ -84,6 +85,7 @@ var commands = []func() *cobra.Command{
 	top.NewCmd,
 	run.NewCmdRun,
 	run.NewCmdFit,
+	reclaim.NewCmd,
 	replay.NewCmd,
 }
 

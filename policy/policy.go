@@ -166,6 +166,9 @@ var perKeys = []string{"process", "user", "container", "cgroup", "all"}
 
 // where names a rule in reasons and errors.
 func where(file string, line int, kind, name string) string {
+	if line == 0 { // rules that come from elsewhere than a file (flags)
+		return fmt.Sprintf("%s: %s %q", file, kind, name)
+	}
 	return fmt.Sprintf("%s:%d: %s %q", file, line, kind, name)
 }
 
