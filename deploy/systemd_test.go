@@ -301,8 +301,10 @@ func TestSystemdAnalyze(t *testing.T) {
 	if err := os.WriteFile(copyPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// verify also loads the units ours depends on; only complaints about
+	// ours count (a host's own units may have warnings of their own).
 	out, err := exec.Command(sa, "verify", copyPath).CombinedOutput()
-	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+	if err != nil || strings.Contains(string(out), "vram.service") {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 	out, err = exec.Command(sa, "security", "--offline=true", copyPath).CombinedOutput()
