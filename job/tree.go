@@ -13,6 +13,9 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 )
 
 // procStat is the part of /proc/PID/stat the tree needs.
@@ -279,30 +282,32 @@ func (t *tree) signal(sig syscall.Signal) (sent []int, err error) {
 	return sent, errors.Join(errs...)
 }
 
-// signalChecked signals pid if it still has the given start time.
+// signalChecked signals pid if it still has the given start time, through
+// package proc's checked path (pidfd opened first, start time re-read, signal
+// through the pidfd). A process that is gone or replaced is not an error.
 func signalChecked(root string, pid int, start uint64, sig syscall.Signal) (bool, error) {
-	pfd, perr := unix.PidfdOpen(pid, 0)
-	if perr == nil {
-		defer unix.Close(pfd)
-	} else if errors.Is(perr, unix.ESRCH) {
-		return false, nil
-	}
-	st, _, err := readStat(root, pid, nil)
-	if err != nil || st.start != start {
+	err := proc.Signal(statReader(root), proc.Pidfd, os.Getpid(), proc.Identity{PID: pid, StartTicks: start}, sig)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, proc.ErrGone):
 		return false, nil // gone or replaced: not ours any more
 	}
-	if perr == nil {
-		err = unix.PidfdSendSignal(pfd, sig, nil, 0)
-	} else {
-		err = unix.Kill(pid, sig)
+	return false, err
+}
+
+// statReader is a proc.Stater over the tree's own /proc/PID/stat reader.
+type statReader string
+
+func (root statReader) Stat(pid int) (gpu.ProcStat, error) {
+	st, _, err := readStat(string(root), pid, nil)
+	if errors.Is(err, errGone) {
+		return gpu.ProcStat{}, fmt.Errorf("PID %d: %w", pid, gpu.ErrNoProcess)
 	}
 	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return false, nil
-		}
-		return false, fmt.Errorf("signal %d: %w", pid, err)
+		return gpu.ProcStat{}, err
 	}
-	return true, nil
+	return gpu.ProcStat{PID: st.pid, PPID: st.ppid, State: string(st.state), Comm: st.comm, StartTicks: st.start}, nil
 }
 
 // setSubreaper makes vram the reaper of orphans of its descendants.

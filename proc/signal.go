@@ -81,7 +81,7 @@ func Refuse(id Identity, self int) error {
 	case id.PID == self:
 		return fmt.Errorf("PID %d is vram itself: %w", id.PID, ErrRefused)
 	case id.StartTicks == 0 && id.StartTime.IsZero():
-		return fmt.Errorf("PID %d is not visible in /proc (another PID namespace, or it exited), so its identity cannot be checked: %w", id.PID, ErrRefused)
+		return fmt.Errorf("PID %d is not visible in /proc (another PID namespace, or it exited), so its identity cannot be checked; try `sudo lsof /dev/nvidia*` on the host: %w", id.PID, ErrRefused)
 	}
 	return nil
 }
