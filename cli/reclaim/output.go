@@ -69,7 +69,7 @@ func gpus(ds []int) string {
 	return strings.Join(s, ",")
 }
 
-func actionText(c *Candidate, grace time.Duration) string {
+func actionText(c *Candidate) string {
 	switch c.Action {
 	case "term":
 		return "SIGTERM"
@@ -108,7 +108,7 @@ func writeCandidates(out io.Writer, r *Report) {
 			ppid = strconv.Itoa(c.PPID)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.PID, gpus(c.GPUs), units.FormatBytes(c.Bytes),
-			dash(c.User), age(c), ppid, dash(flags), actionText(c, 0), dash(c.display))
+			dash(c.User), age(c), ppid, dash(flags), actionText(c), dash(c.display))
 	}
 	tw.Flush()
 	fmt.Fprintln(out)

@@ -322,6 +322,9 @@ func Run(ctx context.Context, o *Options, env Env, out, errOut io.Writer) error 
 		fmt.Fprintf(errOut, "vram reclaim: watching the GPUs for %v...\n", o.Observe)
 	}
 	snap, err := observe(ctx, h.Sampler, o.Observe, env)
+	if ctx.Err() != nil {
+		return errors.New("interrupted while watching the GPUs: nothing signalled")
+	}
 	if err != nil {
 		return err
 	}

@@ -514,3 +514,14 @@ func TestSimulatedHost(t *testing.T) {
 		t.Errorf("simulated run does not say so:\n%s", s)
 	}
 }
+
+func TestInterruptedWhileWatching(t *testing.T) {
+	w := newWorld()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := Run(ctx, opts("--yes"), w.env("", false), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "interrupted while watching the GPUs: nothing signalled") || len(w.signals()) != 0 {
+		t.Fatalf("err = %v, signals %v", err, w.signals())
+	}
+}
