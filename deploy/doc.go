@@ -5,6 +5,8 @@
 //
 //	kubernetes/daemonset.yaml  Namespace, ServiceAccount, ConfigMap, DaemonSet,
 //	                           Service and ServiceMonitor, ready for kubectl apply
+//	kubernetes/prometheusrule.yaml  optional alerts: leaks that will fill a
+//	                           GPU, long leaks, orphaned and unattributed memory
 //	helm/vram/                 the same objects as a Helm chart with values
 //	grafana/vram-dashboard.json  per-GPU memory, top processes, leak slopes,
 //	                           orphaned memory and policy actions
@@ -23,22 +25,26 @@
 // policies are on, uid 0 only when the root-owned kubelet pod-resources socket
 // is mounted (read-only), requests and limits, /healthz probes on the metrics
 // port, the GPU node selector and the nvidia.com/gpu toleration. The Service
-// must select the pods and the ServiceMonitor the Service; no RBAC object may
+// must select the pods and the ServiceMonitor the Service, dropping the target's own
+// pod and namespace labels; no RBAC object may
 // appear, as the daemon never talks to the API server.
 //
 // The Helm chart is rendered by a small renderer in the tests: Go's
 // text/template with the few Sprig and Helm functions the templates use
 // (include, toYaml, nindent, quote, default, trunc, trimSuffix, contains,
-// sha256sum, required, fail) written out, and missing values treated as
-// errors, which is stricter than helm. The rendered objects go through the same checks as
-// the plain manifests, for the default values and for variants (policies on,
-// non-root, token secret, no ServiceMonitor). The chart has not been rendered
-// by a real helm binary: none is packaged for this machine, and Sprig
-// functions not listed above would only fail there.
+// sha256sum, required, int64, fail) written out, and missing values treated
+// as errors, which is stricter than helm. The rendered objects go through the
+// same checks as the plain manifests, for the default values and for
+// variants (policies on, non-root, token secret, no ServiceMonitor, alerts
+// on). The chart has not been rendered by a real helm binary: none is
+// packaged for this machine, and Sprig functions not listed above would only
+// fail there.
 //
 // The Grafana dashboard is parsed as JSON; every PromQL expression, variable
 // query and legend is scanned, and only the vram metric names and labels of the
-// daemon's contract may appear. The systemd unit is parsed into sections and
+// daemon's contract may appear. The alert rules get the same scan, and their
+// annotations may only name exported labels and Prometheus's own template
+// functions. The systemd unit is parsed into sections and
 // keys and checked for its hardening settings; where systemd-analyze exists,
 // it also verifies the unit and scores its exposure offline.
 package deploy

@@ -127,6 +127,17 @@ func (c *chart) render(release, namespace string, override obj) (manifests map[s
 			}
 			return v, nil
 		},
+		"int64": func(v any) (int64, error) {
+			switch n := v.(type) {
+			case int:
+				return int64(n), nil
+			case int64:
+				return n, nil
+			case float64:
+				return int64(n), nil
+			}
+			return 0, fmt.Errorf("int64: %v is not a number", v)
+		},
 		"fail": func(msg string) (string, error) { return "", fmt.Errorf("%w: %s", errFail, msg) },
 	})
 	names := slices.Sorted(maps.Keys(c.templates))

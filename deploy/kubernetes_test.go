@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -385,6 +386,17 @@ func checkServiceMonitor(sm, svc obj, want posture) []string {
 	eps := listAt(sm, "spec", "endpoints")
 	if len(eps) != 1 || strAt(eps[0], "port") != "metrics" || strAt(eps[0], "path") != "/metrics" {
 		bad("endpoints %v, want one on port metrics, path /metrics", eps)
+		return p
+	}
+	dropped := false
+	for _, r := range listAt(eps[0], "relabelings") {
+		if strings.EqualFold(strAt(r, "action"), "labeldrop") {
+			re, err := regexp.Compile("^(?:" + strAt(r, "regex") + ")$")
+			dropped = err == nil && re.MatchString("pod") && re.MatchString("namespace")
+		}
+	}
+	if !dropped {
+		bad("the target's pod and namespace labels are not dropped: host processes would be attributed to the daemon's pod")
 	}
 	return p
 }
@@ -465,6 +477,7 @@ func TestChecksCatchDamage(t *testing.T) {
 		{"root and non-root", set(podSpec("securityContext", "runAsNonRoot"), true), "never starts"},
 		{"service selects nothing", set([]string{"Service", "spec", "selector", "app.kubernetes.io/name"}, "other"), "Service: selector"},
 		{"monitor misses service", set([]string{"ServiceMonitor", "spec", "selector", "matchLabels", "app.kubernetes.io/component"}, "x"), "ServiceMonitor: selector"},
+		{"target pod label kept", set([]string{"ServiceMonitor", "spec", "endpoints", "0", "relabelings"}, []any{}), "pod and namespace labels"},
 		{"token mounted", set([]string{"ServiceAccount", "automountServiceAccountToken"}, true), "API token"},
 		{"policies on in config", set([]string{"ConfigMap", "data", "config.yaml"}, "readonly: true\npolicies: {enabled: true}\napi: {token_file: \"\"}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "policies.enabled"},
 		{"read-write config", set([]string{"ConfigMap", "data", "config.yaml"}, "readonly: false\npolicies: {enabled: false}\napi: {token_file: \"\"}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "config readonly"},
