@@ -1,0 +1,401 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramhq/vram/gpu"
+)
+
+var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func openTest(t *testing.T, c *clock) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sub", "history.db"), Options{Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func tickAt(at time.Time, used uint64) Tick {
+	return Tick{
+		Time: at,
+		Devices: []DeviceSample{
+			{UUID: "GPU-a", Model: "NVIDIA H200", Used: used, Reserved: 500, Free: 10000 - used - 500, Total: 10000, Util: 40},
+			{UUID: "GPU-b", Model: "NVIDIA H200", Used: 1, Reserved: 500, Free: 9499, Total: 10000, Util: -1},
+		},
+		Processes: []ProcessSample{
+			{GPU: "GPU-a", PID: 42, StartTime: t0.Add(-time.Hour), User: "ana", Command: "python train.py", Bytes: used / 2, Flags: gpu.FlagIdle},
+			{GPU: "GPU-a", PID: 43, StartTime: t0.Add(-time.Hour), User: "bo", Command: "python serve.py", Bytes: used / 4},
+		},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, &clock{t0})
+	for i := range 10 {
+		if err := s.WriteTick(ctx, tickAt(t0.Add(time.Duration(i)*time.Second), uint64(1000+100*i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := s.DeviceHistory(ctx, "GPU-a", t0, t0.Add(time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 10 {
+		t.Fatalf("raw points: got %d, want 10", len(raw))
+	}
+	p := raw[3]
+	if !p.Time.Equal(t0.Add(3*time.Second)) || p.Used.Min != 1300 || p.Used.Max != 1300 || p.Used.Mean != 1300 ||
+		p.Reserved.Max != 500 || p.Free.Min != 8200 || p.Total != 10000 || !p.UtilKnown || p.Util.Mean != 40 || p.Samples != 1 {
+		t.Errorf("point 3: %+v", p)
+	}
+	tests := []struct {
+		name     string
+		res      time.Duration
+		points   int
+		min, max uint64
+		mean     float64
+	}{
+		{"5 s buckets", 5 * time.Second, 2, 1000, 1400, 1200},
+		{"one bucket", time.Minute, 1, 1000, 1900, 1450},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.DeviceHistory(ctx, "GPU-a", t0, t0.Add(time.Minute), tc.res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.points {
+				t.Fatalf("points: got %d, want %d", len(got), tc.points)
+			}
+			if got[0].Used.Min != tc.min || got[0].Used.Max != tc.max || got[0].Used.Mean != tc.mean {
+				t.Errorf("first bucket used: got %+v, want %d..%d mean %v", got[0].Used, tc.min, tc.max, tc.mean)
+			}
+		})
+	}
+	b, err := s.DeviceHistory(ctx, "GPU-b", t0, t0.Add(time.Minute), time.Minute)
+	if err != nil || len(b) != 1 || b[0].UtilKnown {
+		t.Errorf("GPU-b: unknown utilization should stay unknown: %+v %v", b, err)
+	}
+	none, err := s.DeviceHistory(ctx, "GPU-zzz", t0, t0.Add(time.Minute), time.Minute)
+	if err != nil || len(none) != 0 {
+		t.Errorf("unknown GPU: %v %v", none, err)
+	}
+	if _, err := s.DeviceHistory(ctx, "GPU-a", t0, t0, time.Minute); err == nil {
+		t.Error("empty range: no error")
+	}
+
+	ph, err := s.ProcessHistory(ctx, "GPU-a", 42, t0, t0.Add(time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ph) != 10 || ph[9].Bytes.Max != 950 || ph[0].User != "ana" || ph[0].Command != "python train.py" ||
+		ph[0].Flags != gpu.FlagIdle || !ph[0].StartTime.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("process 42: %d points, %+v", len(ph), ph)
+	}
+}
+
+func TestPIDReuseIsANewProcess(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, &clock{t0})
+	for i, start := range []time.Time{t0.Add(-time.Hour), t0} {
+		tk := Tick{Time: t0.Add(time.Duration(i) * time.Second), Processes: []ProcessSample{
+			{GPU: "GPU-a", PID: 7, StartTime: start, Command: []string{"old", "new"}[i], Bytes: uint64(i + 1)},
+		}}
+		if err := s.WriteTick(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ph, err := s.ProcessHistory(ctx, "GPU-a", 7, t0, t0.Add(time.Minute), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ph) != 2 || ph[0].Command != "old" || ph[1].Command != "new" {
+		t.Errorf("two lifetimes expected: %+v", ph)
+	}
+}
+
+func TestRetentionAndDownsampling(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{t0}
+	s := openTest(t, c)
+	// 26 h of ticks every 20 s; used rises by one byte per tick.
+	const every = 20 * time.Second
+	n := int(26 * time.Hour / every)
+	for i := range n {
+		tk := tickAt(t0.Add(time.Duration(i)*every), uint64(1000+i))
+		tk.Processes[0].Flags = 0
+		if i%3 == 1 {
+			tk.Processes[0].Flags = gpu.FlagOrphaned
+		}
+		if err := s.WriteTick(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.t = t0.Add(26 * time.Hour)
+	st, err := s.Compact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Raw older than 24 h: the first 2 h, 360 ticks, 2 GPUs and 2 processes each.
+	if st.DeviceRowsFolded != 720 || st.ProcessRowsFolded != 720 {
+		t.Errorf("folded: %+v", st)
+	}
+	// Again: nothing left to fold.
+	if st2, err := s.Compact(ctx); err != nil || st2.DeviceRowsFolded != 0 {
+		t.Errorf("second compact: %+v %v", st2, err)
+	}
+	// The first minute: ticks 0, 1, 2 -> used 1000..1002.
+	pts, err := s.DeviceHistory(ctx, "GPU-a", t0, t0.Add(3*time.Hour), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 180 {
+		t.Fatalf("minute points over 3 h: got %d, want 180", len(pts))
+	}
+	if p := pts[0]; p.Samples != 3 || p.Used.Min != 1000 || p.Used.Max != 1002 || p.Used.Mean != 1001 || p.Total != 10000 || p.Util.Mean != 40 {
+		t.Errorf("first minute (aggregate): %+v", p)
+	}
+	// The hour boundary between aggregates and raw is seamless.
+	if p := pts[120]; p.Samples != 3 || p.Used.Min != 1360 || p.Used.Max != 1362 {
+		t.Errorf("first raw minute: %+v", p)
+	}
+	// A coarse bucket over aggregates keeps the extremes and weights the mean.
+	hour, err := s.DeviceHistory(ctx, "GPU-a", t0, t0.Add(time.Hour), time.Hour)
+	if err != nil || len(hour) != 1 || hour[0].Used.Min != 1000 || hour[0].Used.Max != 1179 || hour[0].Used.Mean != 1089.5 || hour[0].Samples != 180 {
+		t.Errorf("first hour: %+v %v", hour, err)
+	}
+	ph, err := s.ProcessHistory(ctx, "GPU-a", 42, t0, t0.Add(time.Minute), time.Minute)
+	if err != nil || len(ph) != 1 || ph[0].Bytes.Min != 500 || ph[0].Bytes.Max != 501 || ph[0].Flags != gpu.FlagOrphaned {
+		t.Errorf("process minute: %+v %v", ph, err)
+	}
+
+	// A late raw sample for an aggregated minute merges into it.
+	late := tickAt(t0.Add(30*time.Second), 5000)
+	if err := s.WriteTick(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pts, err = s.DeviceHistory(ctx, "GPU-a", t0, t0.Add(time.Minute), time.Minute)
+	if err != nil || len(pts) != 1 || pts[0].Samples != 4 || pts[0].Used.Max != 5000 || pts[0].Used.Mean != (1000+1001+1002+5000)/4.0 {
+		t.Errorf("merged minute: %+v %v", pts, err)
+	}
+
+	if err := s.RecordAction(ctx, Action{Time: t0, Rule: "r", Action: "alert only", Result: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	// 32 days later every aggregate, the action and the processes are gone.
+	c.t = t0.Add(32 * 24 * time.Hour)
+	st, err = s.Compact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeviceMinutesDeleted == 0 || st.ProcessesDeleted != 2 || st.OtherDeleted != 1 {
+		t.Errorf("retention: %+v", st)
+	}
+	for _, table := range []string{"device_samples", "process_samples", "device_minutes", "process_minutes", "processes", "actions"} {
+		var k int
+		if err := s.db.QueryRow("SELECT count(*) FROM " + table).Scan(&k); err != nil || k != 0 {
+			t.Errorf("%s: %d rows left (%v)", table, k, err)
+		}
+	}
+	// The process caches were cleared: a new tick still writes.
+	if err := s.WriteTick(ctx, tickAt(c.t, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if ph, err := s.ProcessHistory(ctx, "GPU-a", 42, c.t, c.t.Add(time.Second), 0); err != nil || len(ph) != 1 {
+		t.Errorf("after retention: %+v %v", ph, err)
+	}
+}
+
+func TestMigrationFromEmptyFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "history.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != SchemaVersion {
+		t.Errorf("version: %d %v", v, err)
+	}
+	if err := s.WriteTick(ctx, tickAt(t0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Reopening applies nothing and keeps the data.
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.DeviceHistory(ctx, "GPU-a", t0, t0.Add(time.Second), 0)
+	if err != nil || len(pts) != 1 {
+		t.Errorf("after reopen: %+v %v", pts, err)
+	}
+	// A file from a newer vram is refused.
+	if _, err := s.db.Exec("PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(ctx, path, Options{}); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("newer schema: %v", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		opts       Options
+		want       string
+	}{
+		{"empty path", "", Options{}, "empty path"},
+		{"not sqlite", garbage, Options{}, "not a usable SQLite file"},
+		{"short aggregate retention", filepath.Join(dir, "a.db"), Options{RawRetention: 48 * time.Hour, AggregateRetention: time.Hour}, "shorter than raw"},
+		{"tiny raw retention", filepath.Join(dir, "b.db"), Options{RawRetention: time.Second}, "under a minute"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(ctx, tc.path, tc.opts)
+			if err == nil {
+				s.Close()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, &clock{t0})
+	if err := s.WriteTick(ctx, Tick{}); err == nil {
+		t.Error("tick without time: no error")
+	}
+	if err := s.WriteTick(ctx, Tick{Time: t0, Devices: []DeviceSample{{}}}); err == nil {
+		t.Error("device without UUID: no error")
+	}
+	// The failed tick left nothing and the store still works.
+	if err := s.WriteTick(ctx, tickAt(t0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordAction(ctx, Action{}); err == nil {
+		t.Error("empty action: no error")
+	}
+	if err := s.RecordAlert(ctx, Alert{}); err == nil {
+		t.Error("empty alert: no error")
+	}
+}
+
+func TestActionsAndAlerts(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, &clock{t0})
+	a := Action{Time: t0, Rule: "reclaim-orphans", PID: 42, StartTime: t0.Add(-time.Hour), Action: "signal TERM", Reason: "orphaned for 10m, 12 GiB", Result: "ok"}
+	if err := s.RecordAction(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	al := Alert{Time: t0.Add(time.Second), Name: "leak", Severity: "warning", GPU: "GPU-a", PID: 42, Message: "rising 3 MiB/s", State: "firing"}
+	if err := s.RecordAlert(ctx, al); err != nil {
+		t.Fatal(err)
+	}
+	as, err := s.Actions(ctx, t0, t0.Add(time.Minute))
+	if err != nil || len(as) != 1 || !as[0].Time.Equal(a.Time) || !as[0].StartTime.Equal(a.StartTime) {
+		t.Errorf("actions: %+v %v", as, err)
+	}
+	as[0].Time, as[0].StartTime = a.Time, a.StartTime
+	if as[0] != a {
+		t.Errorf("actions: %+v %v", as, err)
+	}
+	ls, err := s.Alerts(ctx, t0, t0.Add(time.Minute))
+	if err != nil || len(ls) != 1 || !ls[0].Time.Equal(al.Time) {
+		t.Fatalf("alerts: %+v %v", ls, err)
+	}
+	ls[0].Time = al.Time
+	if ls[0] != al {
+		t.Errorf("alerts: %+v %v", ls, err)
+	}
+	if as, _ := s.Actions(ctx, t0.Add(time.Second), t0.Add(time.Minute)); len(as) != 0 {
+		t.Errorf("range excludes: %+v", as)
+	}
+}
+
+func TestDefaultPath(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/h"}, "/s/vram/history.db"},
+		{map[string]string{"XDG_STATE_HOME": "relative", "HOME": "/h"}, "/h/.local/state/vram/history.db"},
+		{map[string]string{"HOME": "/h"}, "/h/.local/state/vram/history.db"},
+	}
+	for _, tc := range tests {
+		got, err := DefaultPath(func(k string) string { return tc.env[k] })
+		if err != nil || got != tc.want {
+			t.Errorf("%v: got %q %v, want %q", tc.env, got, err, tc.want)
+		}
+	}
+}
+
+func TestTickFromSnapshot(t *testing.T) {
+	c := &clock{t0}
+	sim, err := gpu.NewSim(2, 1, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err := gpu.NewSampler(sim, gpu.SamplerOptions{Procs: sim, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := smp.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := TickFromSnapshot(snap)
+	if len(tk.Devices) != 2 || len(tk.Processes) != len(snap.Processes) || len(tk.Processes) == 0 {
+		t.Fatalf("tick: %d devices, %d processes", len(tk.Devices), len(tk.Processes))
+	}
+	s := openTest(t, c)
+	ctx := context.Background()
+	if err := s.WriteTick(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	p := snap.Processes[0]
+	ph, err := s.ProcessHistory(ctx, p.DeviceUUID, p.PID, t0, t0.Add(time.Second), 0)
+	if err != nil || len(ph) != 1 || ph[0].Bytes.Max != p.Memory || ph[0].Flags != p.Flags || ph[0].Command != p.Command() {
+		t.Errorf("largest process %+v: %+v %v", p, ph, err)
+	}
+}
+
+// integrity runs PRAGMA integrity_check.
+func integrity(t *testing.T, db *sql.DB) {
+	t.Helper()
+	var r string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&r); err != nil || r != "ok" {
+		t.Errorf("integrity_check: %q %v", r, err)
+	}
+}
