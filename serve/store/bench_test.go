@@ -29,11 +29,18 @@ func benchTick(i int, every time.Duration) Tick {
 // BenchmarkWriteTick measures one tick of 8 GPUs × 200 processes, and the
 // file's growth per tick, from which bytes per day are extrapolated at a
 // tick every second and every 10 seconds (raw retention is 24 h, so this is
-// the raw part of the file at steady state).
+// the raw part of the file at steady state). "full" is Options.Durable:
+// an fsync per commit.
 func BenchmarkWriteTick(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		b.Run(map[bool]string{false: "normal", true: "full"}[durable], func(b *testing.B) { benchWriteTick(b, durable) })
+	}
+}
+
+func benchWriteTick(b *testing.B, durable bool) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "history.db")
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(ctx, path, Options{Durable: durable})
 	if err != nil {
 		b.Fatal(err)
 	}
