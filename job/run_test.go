@@ -250,7 +250,10 @@ func TestLimitWarnsThenTerminates(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	f := newFake(t, 80*gib)
 	spec := f.spec("stubborn", "1")
-	spec.Timeout, spec.Grace = 200*time.Millisecond, 100*time.Millisecond
+	// The timeout leaves the fake job time to start and ignore SIGTERM even
+	// on a loaded machine under the race detector (starting it took more
+	// than 200 ms there).
+	spec.Timeout, spec.Grace = 2*time.Second, 100*time.Millisecond
 	res := run(t, spec)
 	if !res.TimedOut || res.Signal != syscall.SIGKILL {
 		t.Errorf("timed out %v, signal %v", res.TimedOut, res.Signal)
