@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -315,4 +316,22 @@ func (o onlyActions) Collect(ch chan<- prometheus.Metric) {
 func writeText(w io.Writer, mf *dto.MetricFamily) error {
 	_, err := expfmt.MetricFamilyToText(w, mf)
 	return err
+}
+
+// FuzzLabel: whatever a command line holds, its label value is valid UTF-8,
+// at most MaxCommand bytes, and a prefix of the input when the input was
+// valid.
+func FuzzLabel(f *testing.F) {
+	for _, s := range []string{"", "python train.py", strings.Repeat("é", 40), "\xff\xfe", "a\x00b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := label(s, MaxCommand)
+		if !utf8.ValidString(got) || len(got) > MaxCommand {
+			t.Fatalf("label(%q) = %q", s, got)
+		}
+		if utf8.ValidString(s) && !strings.HasPrefix(s, got) {
+			t.Fatalf("label(%q) = %q is not a prefix", s, got)
+		}
+	})
 }
