@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -193,5 +194,38 @@ func TestVerifyFlag(t *testing.T) {
 		if m["policy"] == "paged" && m["device_calls_vmm"].(float64) == 0 {
 			t.Errorf("paged policy counted no virtual-memory calls: %s", l)
 		}
+	}
+}
+
+// --stream changes where the timed pass reads the trace, not what it finds.
+func TestStreamFlag(t *testing.T) {
+	var figures [2]map[string]any
+	for i, args := range [][]string{
+		{"--json", "--no-min-capacity", "testdata/small.csv"},
+		{"--json", "--no-min-capacity", "--stream", "testdata/small.csv"},
+	} {
+		code, out, errs := vram(args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &m); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if want := slices.Sorted(slices.Values(jsonKeys)); !slices.Equal(keys, want) {
+			t.Errorf("%q: keys %v, want %v", args, keys, want)
+		}
+		for _, k := range []string{"ns_per_op_p50", "ns_per_op_p99", "total_seconds"} {
+			delete(m, k)
+		}
+		figures[i] = m
+	}
+	if !maps.Equal(figures[0], figures[1]) {
+		t.Errorf("in memory %v\nstreamed  %v", figures[0], figures[1])
 	}
 }

@@ -23,7 +23,8 @@ type Options struct {
 	Progress func(records int64)
 	// Verify writes a pattern derived from the record's index into the
 	// first and last bytes of every allocation (CopyHtoD, outside the
-	// timed region) and checks it before the free (CopyDtoH): another
+	// per-operation clocks but inside WallSeconds) and checks it before
+	// the free (CopyDtoH): another
 	// allocation placed over live memory, or memory unmapped under a live
 	// block, shows as a mismatch (Result.VerifyMismatches).
 	Verify bool

@@ -1,6 +1,10 @@
 package replay
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vramhq/vram/alloc"
@@ -128,14 +132,151 @@ func TestMeasureKeepsCompactCopyOfFiles(t *testing.T) {
 		t.Errorf("MinCapacityOverLive = %v", got)
 	}
 
-	// Without the bisection the file is streamed on each pass, not kept.
+	// Without the bisection the timed pass still replays a compact copy.
 	tr2 := FromFile("small", "testdata/small.csv")
 	rep2, err := Measure(tr2, policies[0], MeasureOptions{Device: SimDevice(1 << 30), Time: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr2.compact != nil || rep2.MinCapacity != nil || rep2.Latency == nil {
+	if tr2.compact == nil || tr2.compact.Len() != 7 || rep2.MinCapacity != nil || rep2.Latency == nil {
 		t.Errorf("compact %v, min capacity %v, latency %v", tr2.compact, rep2.MinCapacity, rep2.Latency)
+	}
+
+	// With Stream and without the bisection, every pass streams the file.
+	tr3 := FromFile("small", "testdata/small.csv")
+	rep3, err := Measure(tr3, policies[0], MeasureOptions{Device: SimDevice(1 << 30), Time: true, Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr3.compact != nil || rep3.MinCapacity != nil || rep3.Latency == nil {
+		t.Errorf("compact %v, min capacity %v, latency %v", tr3.compact, rep3.MinCapacity, rep3.Latency)
+	}
+}
+
+// writeTrace writes recs as an RMM log in a temporary directory.
+func writeTrace(t *testing.T, recs []rmm.Record) string {
+	t.Helper()
+	var buf bytes.Buffer
+	w := rmm.NewWriter(&buf)
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "trace.csv.gz")
+	if err := os.WriteFile(path, gzipBytes(t, buf.Bytes()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The timed pass replays the in-memory copy; its figures must be those of
+// a pass that streams the file.
+func TestTimedPassFromMemoryMatchesStreaming(t *testing.T) {
+	recs, err := synth.Random(synth.RandomConfig{Seed: 7, Allocations: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"testdata/small.csv", "testdata/small.csv.gz", writeTrace(t, recs)}
+	for _, path := range files {
+		for _, p := range policies {
+			t.Run(filepath.Base(path)+"/"+p.Name, func(t *testing.T) {
+				cfg, err := p.Config()
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := FromFile("t", path)
+				if err := tr.load(); err != nil {
+					t.Fatal(err)
+				}
+				mem, err := Replay(tr.compact.Source(), newSim(t, 1<<40), cfg, Options{Time: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				streamed, err := Replay(rmm.NewReader(f), newSim(t, 1<<40), cfg, Options{Time: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mem.Latency == nil || streamed.Latency == nil {
+					t.Fatal("a timed pass has no latency")
+				}
+				if path == files[2] && mem.Records != int64(len(recs)) {
+					t.Errorf("%d records replayed, the file has %d", mem.Records, len(recs))
+				}
+				for _, r := range []*Result{mem, streamed} {
+					r.Latency, r.WallSeconds, r.Stats = nil, 0, alloc.Stats{}
+				}
+				if *mem != *streamed {
+					t.Errorf("from memory %+v\nstreamed    %+v", *mem, *streamed)
+				}
+			})
+		}
+	}
+}
+
+// Measure's figures do not depend on where the timed pass reads the trace.
+func TestMeasureStreamAndMemoryAgree(t *testing.T) {
+	recs, err := synth.Random(synth.RandomConfig{Seed: 11, Allocations: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeTrace(t, recs)
+	for _, p := range policies {
+		var got [2]*Report
+		for i, stream := range []bool{false, true} {
+			rep, err := Measure(FromFile("t", path), p, MeasureOptions{Device: SimDevice(1 << 40), Time: true, Verify: true, Stream: stream})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Latency == nil || !rep.Verified || rep.VerifiedAllocations != rep.Frees || rep.VerifyMismatches != 0 {
+				t.Fatalf("%s stream=%v: latency %v, verified %v %d of %d frees, %d mismatches", p.Name, stream,
+					rep.Latency, rep.Verified, rep.VerifiedAllocations, rep.Frees, rep.VerifyMismatches)
+			}
+			rep.Latency, rep.WallSeconds, rep.Stats = nil, 0, alloc.Stats{}
+			got[i] = rep
+		}
+		if *got[0].Result != *got[1].Result {
+			t.Errorf("%s: from memory %+v\nstreamed    %+v", p.Name, *got[0].Result, *got[1].Result)
+		}
+	}
+}
+
+// A first pass that runs out of memory leaves no copy; the file is then
+// read into memory before the timed pass.
+func TestMeasureLoadsAfterOOM(t *testing.T) {
+	recs, err := synth.BatchWalk(synth.BatchWalkConfig{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := FromFile("bw", writeTrace(t, recs))
+	rep, err := Measure(tr, policies[0], MeasureOptions{Device: SimDevice(256 * mib), Time: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OOM == nil || rep.Latency == nil {
+		t.Fatalf("OOM %v, latency %v; want both", rep.OOM, rep.Latency)
+	}
+	if tr.compact == nil || tr.compact.Len() != len(recs) {
+		t.Errorf("compact copy of %v records, want %d", tr.compact, len(recs))
+	}
+}
+
+func TestLoadReportsMalformedTrace(t *testing.T) {
+	tr := FromFile("bad", "testdata/bad.csv")
+	err := tr.load()
+	if err == nil || !strings.Contains(err.Error(), "line") {
+		t.Errorf("load of a malformed trace: %v", err)
+	}
+	if tr.compact != nil {
+		t.Error("a failed load kept a copy")
 	}
 }
 

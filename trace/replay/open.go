@@ -67,6 +67,34 @@ func (t *Trace) source(keep bool) (Source, func(), *Compact, error) {
 	return Tee(src, comp), closer, comp, nil
 }
 
+// load reads a file's whole trace into its Compact copy, unless it is held
+// in memory already (a copy from an earlier pass, or records). Measure calls
+// it before the timed pass, so that reading and parsing the file stay
+// outside that pass's clock.
+func (t *Trace) load() error {
+	if t.compact != nil || t.open == nil {
+		return nil
+	}
+	src, c, err := t.open()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	comp := new(Compact)
+	for {
+		r, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("loading the trace into memory: %w", err)
+		}
+		comp.Add(r)
+	}
+	t.compact = comp
+	return nil
+}
+
 // SynthSyntax documents the synthetic trace specs that Open reads.
 const SynthSyntax = `synth:KIND[:KEY=VALUE,...], KIND one of
   random     seed, allocations, min, max (sizes), maxlive, maxlivebytes (size), p (allocate probability)
