@@ -154,6 +154,21 @@ func toUint(path string, v any) (uint64, error) {
 	return uint64(n), nil
 }
 
+// maxSplitSize reads allocator_settings.max_split_size. "No limit" (the
+// default) is pickled as -1 by PyTorch 2.11 (the snapshots in testdata/real)
+// and as SIZE_MAX by versions that pass the raw size_t; both become
+// NoMaxSplitSize. Any other negative value is an error.
+func maxSplitSize(o obj) (uint64, error) {
+	v, ok, err := o.get("max_split_size", false)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if n, isInt := v.(int); isInt && n == -1 {
+		return NoMaxSplitSize, nil
+	}
+	return toUint(o.sub("max_split_size"), v)
+}
+
 func typeName(v any) string {
 	switch v.(type) {
 	case nil:
@@ -393,9 +408,7 @@ func settings(v any) (AllocatorSettings, error) {
 	if a.Conf, err = o.str("PYTORCH_CUDA_ALLOC_CONF", false); err != nil {
 		return a, err
 	}
-	if a.MaxSplitSize, err = o.uint("max_split_size", false); err != nil {
-		// PyTorch reports "no limit" as SIZE_MAX, which pickles as a large
-		// integer; anything else that is not a size is an error.
+	if a.MaxSplitSize, err = maxSplitSize(o); err != nil {
 		return a, err
 	}
 	if a.GarbageCollectionThreshold, err = o.float("garbage_collection_threshold"); err != nil {

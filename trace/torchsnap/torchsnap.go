@@ -39,6 +39,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/nlpodyssey/gopickle/pickle"
@@ -116,9 +117,14 @@ type Frame struct {
 	Name     string
 }
 
+// NoMaxSplitSize is AllocatorSettings.MaxSplitSize when there is no limit.
+const NoMaxSplitSize = math.MaxUint64
+
 // AllocatorSettings are the allocator's settings at the time of the snapshot.
 type AllocatorSettings struct {
-	Conf                       string // PYTORCH_CUDA_ALLOC_CONF
+	Conf string // PYTORCH_CUDA_ALLOC_CONF
+	// MaxSplitSize is the largest block the allocator splits, in bytes;
+	// NoMaxSplitSize when there is no limit (PyTorch's default).
 	MaxSplitSize               uint64
 	GarbageCollectionThreshold float64
 	ExpandableSegments         bool
