@@ -27,6 +27,7 @@ type Sim struct {
 	mu        sync.Mutex
 	peak      map[[2]int]uint64 // (device, pid) -> highest memory reported
 	exitedAcc map[int][]AccountingRecord
+	faults    map[int]error // FailDevice (sim_fault.go)
 }
 
 // simProc is one synthetic process.
@@ -230,6 +231,9 @@ func (d *simDevice) Identity() (Identity, error) {
 const simReserved = 512 << 20
 
 func (d *simDevice) Memory() (Memory, error) {
+	if err := d.fault("nvmlDeviceGetMemoryInfo_v2"); err != nil {
+		return Memory{}, err
+	}
 	t := d.sim.elapsed()
 	var used uint64 = 0
 	for _, p := range d.sim.devProcs(d.index) {
@@ -243,6 +247,9 @@ func (d *simDevice) Memory() (Memory, error) {
 }
 
 func (d *simDevice) Utilization() (Utilization, error) {
+	if err := d.fault("nvmlDeviceGetUtilizationRates"); err != nil {
+		return Utilization{}, err
+	}
 	t := d.sim.elapsed()
 	var u uint32
 	for _, p := range d.sim.devProcs(d.index) {
@@ -254,6 +261,9 @@ func (d *simDevice) Utilization() (Utilization, error) {
 }
 
 func (d *simDevice) Processes() ([]DriverProcess, error) {
+	if err := d.fault("nvmlDeviceGetComputeRunningProcesses"); err != nil {
+		return nil, err
+	}
 	t := d.sim.elapsed()
 	var out []DriverProcess
 	d.sim.mu.Lock()
