@@ -110,15 +110,7 @@ func plan(pol *policy.Policy, snap *gpu.Snapshot, self int, canCheck bool, obser
 			PPID: p.PPID, State: p.State, AgeSeconds: -1, Flags: p.Flags.Names(), display: p.DisplayCommand(),
 			identity: proc.Identity{PID: int(p.PID), StartTime: p.StartTime},
 		}
-		pp := &policy.Process{
-			PID: int(p.PID), Device: p.Device, StartTime: p.StartTime, User: p.User, Cgroup: p.Cgroup,
-			Container: p.Container.ID, Command: p.Command(), Bytes: bytes,
-			Zombie: p.Flags&gpu.FlagZombie != 0, NoSuchProcess: p.Flags&gpu.FlagNoSuchProcess != 0,
-			Orphaned: p.Flags&gpu.FlagOrphaned != 0, Jupyter: p.Flags&gpu.FlagJupyter != 0,
-		}
-		if pp.Container == "" {
-			pp.Container = p.Container.PodUID
-		}
+		pp := new(policy.FromGPU(p))
 		if !p.StartTime.IsZero() {
 			t := p.StartTime
 			c.StartTime = &t
