@@ -1,0 +1,740 @@
+package alert
+
+// Reading the alerts: section of the daemon's configuration. See doc.go for
+// an overview.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vramhq/vram/units"
+)
+
+// Condition is what a rule watches (the when: key of a rule).
+type Condition string
+
+// The conditions a rule can watch. Each is evaluated on every sample; see the
+// package documentation for the instance each one keys on.
+const (
+	// WhenLeak: the leak detector's verdict on a process is "leak", growing
+	// at least Rule.MinSlope bytes per second. One instance per process.
+	WhenLeak Condition = "leak"
+	// WhenUsedAbove: a GPU's used memory is at least Rule.Percent % of its
+	// total. One instance per GPU.
+	WhenUsedAbove Condition = "used_above"
+	// WhenOrphanHolding: a process flagged orphaned, zombie or
+	// no_such_process holds at least Rule.MinBytes (and more than nothing).
+	// One instance per process.
+	WhenOrphanHolding Condition = "orphan_holding"
+	// WhenUnattributedAbove: memory in use on a GPU that no listed process
+	// accounts for is at least Rule.MinBytes. One instance per GPU.
+	WhenUnattributedAbove Condition = "unattributed_above"
+	// WhenDeviceUnhealthy: the daemon marks a GPU unhealthy (NVML errors, a
+	// lost GPU, Xid events). One instance per GPU.
+	WhenDeviceUnhealthy Condition = "device_unhealthy"
+)
+
+var conditions = []Condition{WhenLeak, WhenUsedAbove, WhenOrphanHolding, WhenUnattributedAbove, WhenDeviceUnhealthy}
+
+// Severities. A rule without severity: is a warning.
+const (
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// States of an api.Alert this package writes.
+const (
+	StateFiring   = "firing"
+	StateResolved = "resolved"
+)
+
+// Webhook defaults, and bounds that keep a typo from making the daemon wait
+// for hours.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultMaxAttempts = 5
+	DefaultBackoff     = time.Second
+	DefaultMaxBackoff  = time.Minute
+	MaxAttemptsLimit   = 100
+	// MaxSecretSize bounds a header value read from a file ("@/path").
+	MaxSecretSize = 64 << 10
+)
+
+// Config is the alerts: section: the rules the Engine evaluates and the
+// webhooks the Notifier posts to. The zero Config has neither; alerts are
+// then only logged.
+type Config struct {
+	Rules    []Rule
+	Webhooks []Webhook
+}
+
+// Rule is one alert rule. Decode fills every field from the file and checks
+// that the fields set are the ones the condition reads; a Rule built in code
+// is used as it is (a rule with an unknown condition never fires).
+type Rule struct {
+	Name     string    // unique among the rules, [a-z0-9_-]
+	When     Condition // what the rule watches
+	Severity string    // SeverityWarning or SeverityCritical
+	// For is how long the condition must hold, sample after sample, before
+	// the alert fires (0: at the first sample where it holds).
+	For time.Duration
+	// KeepFiringFor is how long a firing alert stays firing after its
+	// condition stops holding, so that a value hovering at the threshold
+	// does not fire and resolve every sample (0: resolve at once). An
+	// alert whose GPU or process is gone resolves at once regardless.
+	KeepFiringFor time.Duration
+	Percent       float64 // WhenUsedAbove: the threshold, percent of the GPU's total, in (0, 100]
+	MinBytes      uint64  // WhenOrphanHolding, WhenUnattributedAbove: the threshold in bytes
+	MinSlope      float64 // WhenLeak: the least growth that alerts, bytes per second (0: any leak)
+	Line          int     // where the rule starts in its file; 0 for a rule built in code
+}
+
+// Webhook is one URL alerts are posted to; see Notifier for the payload and
+// the retry policy.
+type Webhook struct {
+	URL         string
+	Timeout     time.Duration // of one attempt, response included
+	MaxAttempts int           // attempts in all, the first included
+	Backoff     time.Duration // delay before the first retry; doubles at each retry
+	MaxBackoff  time.Duration // the doubling stops here
+	// Headers are added to every request. A value written "@/path" in the
+	// file is replaced by the contents of that file (trailing newlines
+	// removed), so that secrets need not sit in the configuration.
+	Headers map[string]string
+	Line    int
+}
+
+// Error is a problem in the alerts section, at a line, in a field.
+type Error struct {
+	File  string
+	Line  int    // 0 when not known
+	Field string // e.g. "alerts.rules[0].for"
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one alerts section, in file order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Decode reads the value of the alerts: key of the configuration file named
+// file (errors are "file:line: alerts.field: problem"). A nil node, or an
+// empty value, gives the zero Config. The reading is strict: unknown keys, keys
+// set twice, values of the wrong kind, fields that the rule's condition does
+// not read, aliases and merge keys are errors. The error, if any, is an Errors
+// listing every problem found.
+//
+// Header values written "@/path" are read from that file now (a relative path
+// is taken from file's directory); the error for an unreadable one names the
+// path, never the contents.
+func Decode(file string, n *yaml.Node) (Config, error) {
+	return decode(file, n, readSecret)
+}
+
+// decode is Decode with the secret reader as a parameter (tests and the
+// fuzzer must not read the machine's files).
+func decode(file string, n *yaml.Node, secret func(path string) (string, error)) (Config, error) {
+	r := &reader{file: file, secret: secret}
+	cfg := r.config(n)
+	if len(r.errs) > 0 {
+		slices.SortStableFunc(r.errs, func(a, b *Error) int { return a.Line - b.Line })
+		return Config{}, r.errs
+	}
+	return cfg, nil
+}
+
+// readSecret reads a header value from a regular file. It refuses anything
+// else (a FIFO or a device would block or never end).
+func readSecret(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretSize+1))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > MaxSecretSize {
+		return "", fmt.Errorf("%s is larger than %d bytes", path, MaxSecretSize)
+	}
+	return string(b), nil
+}
+
+// reader walks the node tree, collecting errors.
+type reader struct {
+	file   string
+	secret func(string) (string, error)
+	errs   Errors
+}
+
+func (r *reader) fail(n *yaml.Node, field, format string, a ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	r.errs = append(r.errs, &Error{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
+}
+
+// entry is one key of a mapping with its value.
+type entry struct {
+	key, val *yaml.Node
+}
+
+// isZero says whether a duration's text reads as zero ("0", "0s").
+func isZero(n *yaml.Node) bool {
+	d, err := time.ParseDuration(n.Value)
+	return err == nil && d == 0
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// mapping checks that n is a mapping whose keys are all in known, without
+// duplicates, and returns its entries by key. Aliases and merge keys are
+// refused: the file should read the same to a person as to vram.
+func (r *reader) mapping(n *yaml.Node, field string, known ...string) map[string]entry {
+	if n.Kind == yaml.AliasNode {
+		r.fail(n, field, "aliases (*name) are not allowed here")
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		r.fail(n, field, "want a mapping (key: value lines), found %s", kindName(n))
+		return nil
+	}
+	out := make(map[string]entry, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			r.fail(k, field, "a key must be a plain name")
+			continue
+		case k.Value == "<<":
+			r.fail(k, field, "merge keys (<<) are not allowed here")
+			continue
+		case known != nil && !slices.Contains(known, k.Value):
+			r.fail(k, join(field, k.Value), "unknown field (known here: %s)", strings.Join(known, ", "))
+			continue
+		}
+		if prev, dup := out[k.Value]; dup {
+			r.fail(k, join(field, k.Value), "set twice (first on line %d)", prev.key.Line)
+			continue
+		}
+		out[k.Value] = entry{k, v}
+	}
+	return out
+}
+
+func join(field, key string) string {
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+// scalar returns a value's text or fails.
+func (r *reader) scalar(n *yaml.Node, field string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		r.fail(n, field, "want a value, found %s", kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (r *reader) list(n *yaml.Node, field string) []*yaml.Node {
+	if isNull(n) {
+		return nil // "rules:" with nothing under it
+	}
+	if n.Kind != yaml.SequenceNode {
+		r.fail(n, field, "want a list (lines starting with -), found %s", kindName(n))
+		return nil
+	}
+	return n.Content
+}
+
+func (r *reader) duration(m map[string]entry, key, field string, def time.Duration) time.Duration {
+	e, ok := m[key]
+	if !ok {
+		return def
+	}
+	field = join(field, key)
+	s, ok := r.scalar(e.val, field)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		r.fail(e.val, field, "want a duration such as 90s, 5m or 1h30m, found %q", s)
+		return def
+	case d < 0:
+		r.fail(e.val, field, "%s is negative", s)
+		return def
+	}
+	return d
+}
+
+func (r *reader) bytes(m map[string]entry, key, field string) uint64 {
+	e, ok := m[key]
+	if !ok {
+		return 0
+	}
+	field = join(field, key)
+	s, ok := r.scalar(e.val, field)
+	if !ok {
+		return 0
+	}
+	b, err := units.ParseBytes(s)
+	if err != nil {
+		r.fail(e.val, field, "want a size such as 512MiB or 2GiB: %v", err)
+		return 0
+	}
+	return b
+}
+
+func (r *reader) config(n *yaml.Node) Config {
+	if n == nil {
+		return Config{}
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return Config{}
+		}
+		n = n.Content[0]
+	}
+	if isNull(n) {
+		return Config{} // "alerts:" with nothing under it
+	}
+	const field = "alerts"
+	m := r.mapping(n, field, "rules", "webhooks")
+	if m == nil {
+		return Config{}
+	}
+	var cfg Config
+	if e, ok := m["rules"]; ok {
+		seen := map[string]int{} // name -> line
+		for i, rn := range r.list(e.val, join(field, "rules")) {
+			f := fmt.Sprintf("%s.rules[%d]", field, i)
+			rule, ok := r.rule(rn, f)
+			if !ok {
+				continue
+			}
+			// Alerts, the database and reloads refer to rules by name.
+			if line, dup := seen[rule.Name]; dup {
+				r.fail(rn, join(f, "name"), "%q already names the rule on line %d", rule.Name, line)
+				continue
+			}
+			seen[rule.Name] = rule.Line
+			cfg.Rules = append(cfg.Rules, rule)
+		}
+	}
+	if e, ok := m["webhooks"]; ok {
+		for i, wn := range r.list(e.val, join(field, "webhooks")) {
+			if w, ok := r.webhook(wn, fmt.Sprintf("%s.webhooks[%d]", field, i)); ok {
+				cfg.Webhooks = append(cfg.Webhooks, w)
+			}
+		}
+	}
+	return cfg
+}
+
+// ruleFields lists, for each condition, the threshold fields it reads; the
+// others are refused so that a rule cannot look stricter than it is.
+var ruleFields = map[Condition][]string{
+	WhenLeak:              {"min_slope"},
+	WhenUsedAbove:         {"percent"},
+	WhenOrphanHolding:     {"min_bytes"},
+	WhenUnattributedAbove: {"min_bytes"},
+	WhenDeviceUnhealthy:   nil,
+}
+
+// thresholds are the keys of ruleFields' values.
+var thresholds = []string{"min_slope", "percent", "min_bytes"}
+
+// validName says whether s may name a rule: it appears in logs, webhooks,
+// the database and URLs, so it stays short and plain.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func joinConds(cs []Condition) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = string(c)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
+	before := len(r.errs)
+	m := r.mapping(n, field, "name", "when", "severity", "for", "keep_firing_for", "percent", "min_bytes", "min_slope")
+	if m == nil {
+		return Rule{}, false
+	}
+	rule := Rule{
+		Line:          n.Line,
+		Severity:      SeverityWarning,
+		For:           r.duration(m, "for", field, 0),
+		KeepFiringFor: r.duration(m, "keep_firing_for", field, 0),
+	}
+	if e, ok := m["name"]; !ok {
+		r.fail(n, join(field, "name"), "missing: every rule needs a name (it appears in every alert)")
+	} else if s, ok := r.scalar(e.val, join(field, "name")); ok {
+		if !validName(s) {
+			r.fail(e.val, join(field, "name"), "%q: want 1 to 64 of a-z, 0-9, _ and -", s)
+		}
+		rule.Name = s
+	}
+	if e, ok := m["severity"]; ok {
+		if s, ok := r.scalar(e.val, join(field, "severity")); ok {
+			if s != SeverityWarning && s != SeverityCritical {
+				r.fail(e.val, join(field, "severity"), "%q: want warning or critical", s)
+			}
+			rule.Severity = s
+		}
+	}
+	e, ok := m["when"]
+	if !ok {
+		r.fail(n, join(field, "when"), "missing: say what the rule watches (%s)", joinConds(conditions))
+		return rule, false
+	}
+	s, ok := r.scalar(e.val, join(field, "when"))
+	if !ok {
+		return rule, false
+	}
+	rule.When = Condition(s)
+	reads, known := ruleFields[rule.When]
+	if !known {
+		r.fail(e.val, join(field, "when"), "unknown condition %q (want one of %s)", s, joinConds(conditions))
+		return rule, false
+	}
+	for _, k := range thresholds {
+		if e, set := m[k]; set && !slices.Contains(reads, k) {
+			r.fail(e.key, join(field, k), "set, but when: %s does not read it", rule.When)
+		}
+	}
+	switch rule.When {
+	case WhenLeak:
+		rule.MinSlope = r.slope(m, "min_slope", field)
+	case WhenUsedAbove:
+		rule.Percent = r.percent(m, n, field)
+	case WhenOrphanHolding:
+		rule.MinBytes = r.bytes(m, "min_bytes", field)
+	case WhenUnattributedAbove:
+		rule.MinBytes = r.bytes(m, "min_bytes", field)
+		if e, ok := m["min_bytes"]; !ok {
+			r.fail(n, join(field, "min_bytes"), "missing: how much unattributed memory alerts (e.g. 2GiB)")
+		} else if rule.MinBytes == 0 && len(r.errs) == before {
+			r.fail(e.val, join(field, "min_bytes"), "0 bytes would alert on every GPU with any unattributed memory")
+		}
+	}
+	return rule, len(r.errs) == before
+}
+
+// percent reads percent: 90 (or "90%"), in (0, 100].
+func (r *reader) percent(m map[string]entry, n *yaml.Node, field string) float64 {
+	e, ok := m["percent"]
+	field = join(field, "percent")
+	if !ok {
+		r.fail(n, field, "missing: the share of the GPU's memory that alerts (e.g. 90)")
+		return 0
+	}
+	s, ok := r.scalar(e.val, field)
+	if !ok {
+		return 0
+	}
+	p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%")), 64)
+	if err != nil || math.IsNaN(p) || p <= 0 || p > 100 {
+		r.fail(e.val, field, "want a number above 0 and at most 100, found %q", s)
+		return 0
+	}
+	return p
+}
+
+// slope reads a growth rate: a size, "/", and s, min or h ("1MiB/s").
+func (r *reader) slope(m map[string]entry, key, field string) float64 {
+	e, ok := m[key]
+	if !ok {
+		return 0
+	}
+	field = join(field, key)
+	s, ok := r.scalar(e.val, field)
+	if !ok {
+		return 0
+	}
+	v, err := parseSlope(s)
+	if err != nil {
+		r.fail(e.val, field, "want a rate such as 1MiB/s or 100MiB/min: %v", err)
+		return 0
+	}
+	return v
+}
+
+// parseSlope reads "SIZE/s", "SIZE/min" or "SIZE/h" as bytes per second.
+func parseSlope(s string) (float64, error) {
+	size, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("%q has no /s, /min or /h", s)
+	}
+	var secs float64
+	switch strings.TrimSpace(per) {
+	case "s":
+		secs = 1
+	case "min":
+		secs = 60
+	case "h":
+		secs = 3600
+	default:
+		return 0, fmt.Errorf("%q: the time unit after / must be s, min or h", s)
+	}
+	b, err := units.ParseBytes(strings.TrimSpace(size))
+	if err != nil {
+		return 0, err
+	}
+	return float64(b) / secs, nil
+}
+
+func (r *reader) webhook(n *yaml.Node, field string) (Webhook, bool) {
+	before := len(r.errs)
+	m := r.mapping(n, field, "url", "timeout", "max_attempts", "backoff", "max_backoff", "headers")
+	if m == nil {
+		return Webhook{}, false
+	}
+	w := Webhook{
+		Line:        n.Line,
+		Timeout:     r.duration(m, "timeout", field, DefaultTimeout),
+		MaxAttempts: DefaultMaxAttempts,
+		Backoff:     r.duration(m, "backoff", field, DefaultBackoff),
+		MaxBackoff:  r.duration(m, "max_backoff", field, DefaultMaxBackoff),
+	}
+	if e, ok := m["url"]; !ok {
+		r.fail(n, join(field, "url"), "missing: where to post alerts (http:// or https://)")
+	} else if s, ok := r.scalar(e.val, join(field, "url")); ok {
+		if err := checkURL(s); err != nil {
+			r.fail(e.val, join(field, "url"), "%v", err)
+		}
+		w.URL = s
+	}
+	for _, k := range []string{"timeout", "backoff", "max_backoff"} {
+		if e, ok := m[k]; ok && isZero(e.val) {
+			r.fail(e.val, join(field, k), "must be more than 0")
+		}
+	}
+	if e, ok := m["max_attempts"]; ok {
+		if s, ok := r.scalar(e.val, join(field, "max_attempts")); ok {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < 1 || v > MaxAttemptsLimit {
+				r.fail(e.val, join(field, "max_attempts"), "want a whole number from 1 to %d, found %q", MaxAttemptsLimit, s)
+			} else {
+				w.MaxAttempts = v
+			}
+		}
+	}
+	if e, ok := m["max_backoff"]; ok && w.MaxBackoff > 0 && w.MaxBackoff < w.Backoff {
+		r.fail(e.val, join(field, "max_backoff"), "%s is less than backoff (%s)", w.MaxBackoff, w.Backoff)
+	}
+	if e, ok := m["headers"]; ok {
+		w.Headers = r.headers(e.val, join(field, "headers"))
+	}
+	return w, len(r.errs) == before
+}
+
+// checkURL accepts absolute http and https URLs with a host.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a secret
+		}
+		return fmt.Errorf("not a URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: want an http:// or https:// URL", redact(s))
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("%q has no host", redact(s))
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: put credentials in a header (headers: {Authorization: \"@/path\"}), not in the URL", redact(s))
+	}
+	return nil
+}
+
+// Headers that the Notifier sets itself or that would break the request.
+var reservedHeaders = []string{"content-type", "content-length", "host", "transfer-encoding", "connection"}
+
+func (r *reader) headers(n *yaml.Node, field string) map[string]string {
+	if isNull(n) {
+		return nil
+	}
+	m := r.mapping(n, field)
+	if m == nil {
+		return nil
+	}
+	// Walk in file order so that errors come in file order.
+	out := make(map[string]string, len(m))
+	lines := make(map[string]int, len(m)) // canonical name -> line
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		e, ok := m[k.Value]
+		if !ok || e.key != k {
+			continue // refused by mapping
+		}
+		f := join(field, k.Value)
+		if !validHeaderName(k.Value) {
+			r.fail(k, f, "not a valid header name")
+			continue
+		}
+		if slices.Contains(reservedHeaders, strings.ToLower(k.Value)) {
+			r.fail(k, f, "set by vram itself; leave it out")
+			continue
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(k.Value)
+		if prev, dup := lines[canon]; dup {
+			r.fail(k, f, "the same header as the one on line %d (names ignore case)", prev)
+			continue
+		}
+		lines[canon] = k.Line
+		v, ok := r.scalar(e.val, f)
+		if !ok {
+			continue
+		}
+		if path, isFile := strings.CutPrefix(v, "@"); isFile {
+			if path == "" {
+				r.fail(e.val, f, `"@" must be followed by the path of the file that holds the value`)
+				continue
+			}
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(filepath.Dir(r.file), path)
+			}
+			s, err := r.secret(path)
+			if err != nil {
+				r.fail(e.val, f, "reading the value from a file: %v", err)
+				continue
+			}
+			v = strings.TrimRight(s, "\r\n")
+			if v == "" {
+				r.fail(e.val, f, "%s is empty", path)
+				continue
+			}
+			if !validHeaderValue(v) {
+				r.fail(e.val, f, "%s holds characters a header value cannot carry (a line break or a control character)", path)
+				continue
+			}
+		} else if v == "" {
+			r.fail(e.val, f, "empty value (leave the header out, or read it from a file with \"@/path\")")
+			continue
+		} else if !validHeaderValue(v) {
+			r.fail(e.val, f, "a header value cannot carry line breaks or control characters")
+			continue
+		}
+		out[k.Value] = v
+	}
+	return out
+}
+
+// validHeaderName: an HTTP token (RFC 9110 section 5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue: no control characters but tab.
+func validHeaderValue(s string) bool {
+	for _, c := range []byte(s) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// redact shortens a webhook URL to its scheme and host for logs and errors:
+// many services put the secret in the path ("/services/T0/B0/XXXX").
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(a webhook URL)"
+	}
+	s := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		s += "/…"
+	}
+	return s
+}
