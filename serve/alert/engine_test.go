@@ -88,7 +88,7 @@ func TestEngine(t *testing.T) {
 			{5 * time.Minute, []Device{h200(0, 92*gib+gib/2)}, nil, []string{
 				"firing full warning GPU-0: GPU 0 (NVIDIA H200): 92.5% used (92.50 GiB of 100.00 GiB) for 5m0s"}},
 			{6 * time.Minute, []Device{h200(0, 99*gib)}, nil, nil},
-			{7 * time.Minute, []Device{h200(0, 89*gib + gib/2)}, nil, []string{
+			{7 * time.Minute, []Device{h200(0, 89*gib+gib/2)}, nil, []string{
 				"resolved full warning GPU-0: GPU 0 (NVIDIA H200): 89.5% used (89.50 GiB of 100.00 GiB), under 90% again"}},
 			{8 * time.Minute, []Device{h200(0, 89*gib)}, nil, nil},
 		}},
