@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -339,5 +340,42 @@ func TestEventsHEADAndParams(t *testing.T) {
 	}
 	if open, c := f.subscribers(); open != 0 || c != 0 {
 		t.Fatalf("subscribed: %d open, %d cancelled", open, c)
+	}
+}
+
+// TestNewServer serves the handler from NewServer on a real socket: reads
+// work, and a stream outlives the header timeout (the server has no
+// whole-request deadline that would cut it).
+func TestNewServer(t *testing.T) {
+	f := newFake()
+	opts := testOptions()
+	opts.PingPeriod = 20 * time.Millisecond
+	srv := NewServer("127.0.0.1:0", Handler(f, opts), nil)
+	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 || srv.IdleTimeout == 0 {
+		t.Fatalf("timeouts: %+v", srv)
+	}
+	srv.ReadHeaderTimeout = 50 * time.Millisecond
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	base := "http://" + ln.Addr().String()
+	resp, err := http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(base + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readSSE(t, resp)
+	decodeState(t, next(t, events, false))
+	time.Sleep(150 * time.Millisecond) // three header timeouts
+	if ev := next(t, events, true); ev.comment != "ping" {
+		t.Fatalf("%+v", ev)
 	}
 }
