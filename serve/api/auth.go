@@ -221,11 +221,13 @@ func (h *handler) checkToken(r *http.Request) (why string, invalid bool) {
 	return "", false
 }
 
-// NewServer returns an http.Server for h with timeouts that suit it: a
-// bound on reading request headers and on idle connections, but no
-// whole-request read or write timeout, which would cut the event stream
-// (each stream write has its own deadline instead). Errors of the server
-// itself go to log at Warn level.
+// NewServer returns an http.Server for h with timeouts that suit it:
+// bounds on reading a request's headers and whole request, on writing a
+// response, and on idle connections. An event stream outlives them: the
+// server stops applying the read timeout once the handler runs, and each
+// stream write sets its own write deadline (TestEventsOutliveServerTimeouts).
+// The write timeout leaves room for a read that takes DefaultQueryTimeout.
+// Errors of the server itself go to log at Warn level.
 func NewServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -234,6 +236,8 @@ func NewServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      DefaultQueryTimeout + 30*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

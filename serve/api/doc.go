@@ -131,6 +131,6 @@
 // network (the daemon is meant to listen on loopback or a node-local
 // address scraped by Prometheus). Responses are not compressed. The server's
 // own timeouts (reading headers, idle connections) belong to the
-// http.Server: NewServer returns one with the settings this package
-// expects.
+// http.Server: NewServer returns one with settings that suit this package
+// (streams outlive its read and write timeouts).
 package api

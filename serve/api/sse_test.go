@@ -344,17 +344,16 @@ func TestEventsHEADAndParams(t *testing.T) {
 }
 
 // TestNewServer serves the handler from NewServer on a real socket: reads
-// work, and a stream outlives the header timeout (the server has no
-// whole-request deadline that would cut it).
+// work, and a stream outlives every timeout of the server.
 func TestNewServer(t *testing.T) {
 	f := newFake()
 	opts := testOptions()
 	opts.PingPeriod = 20 * time.Millisecond
 	srv := NewServer("127.0.0.1:0", Handler(f, opts), nil)
-	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 || srv.IdleTimeout == 0 {
+	if srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 || srv.WriteTimeout <= DefaultQueryTimeout || srv.IdleTimeout == 0 {
 		t.Fatalf("timeouts: %+v", srv)
 	}
-	srv.ReadHeaderTimeout = 50 * time.Millisecond
+	srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -374,8 +373,40 @@ func TestNewServer(t *testing.T) {
 	defer resp.Body.Close()
 	events := readSSE(t, resp)
 	decodeState(t, next(t, events, false))
-	time.Sleep(150 * time.Millisecond) // three header timeouts
-	if ev := next(t, events, true); ev.comment != "ping" {
-		t.Fatalf("%+v", ev)
+	for range 10 { // 200 ms of pings: four times each timeout
+		if ev := next(t, events, true); ev.comment != "ping" {
+			t.Fatalf("%+v", ev)
+		}
+	}
+}
+
+// TestEventsOutliveServerTimeouts: a stream stays open past the server's
+// whole-request timeouts. The read timeout does not apply once the
+// handler runs (the server clears it for its background read); the write
+// timeout is pushed back by the stream's own deadline at each write.
+func TestEventsOutliveServerTimeouts(t *testing.T) {
+	f := newFake()
+	opts := testOptions()
+	opts.PingPeriod = 20 * time.Millisecond
+	srv := httptest.NewUnstartedServer(Handler(f, opts))
+	srv.Config.ReadTimeout = 100 * time.Millisecond
+	srv.Config.WriteTimeout = 100 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readSSE(t, resp)
+	decodeState(t, next(t, events, false))
+	time.Sleep(400 * time.Millisecond) // four timeouts
+	for range 25 {                     // 500 ms of pings
+		if ev := next(t, events, true); ev.comment != "ping" {
+			t.Fatalf("%+v", ev)
+		}
+	}
+	if open, _ := f.subscribers(); open != 1 {
+		t.Fatalf("%d subscriptions open, want 1", open)
 	}
 }
