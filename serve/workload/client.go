@@ -14,7 +14,7 @@ package workload
 // HTTP/2 with prior knowledge (net/http's unencrypted HTTP/2).
 //
 // The generated client (google.golang.org/grpc with k8s.io/kubelet's
-// types) would do the same for about 6 MB of binary (docs/dependencies.md);
+// types) would do the same for 6.3 MB of binary (docs/dependencies.md);
 // the tests use exactly that stack as the server, so this client is checked
 // against the implementation the kubelet runs.
 
