@@ -77,7 +77,9 @@
 // which names its GPU) and "MIG-<uuid>" (a MIG instance in the form of
 // drivers from R470 on, which does not). NVML lists the processes of a MIG
 // GPU under the physical GPU, and package gpu does not say which instance
-// a process runs in, so all instances of U count as holders of U. The new
+// a process runs in, so all instances of U count as holders of U. (A
+// process whose DeviceUUID is itself a MIG UUID would match that
+// instance's holder exactly; package gpu does not report those yet.) The new
 // MIG form and IDs under the device plugin's "index" strategy match only
 // through Options.GPUOf, which maps them to their GPU's UUID; without it
 // they are counted in Status().Unmapped and their processes get no pod

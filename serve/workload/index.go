@@ -22,6 +22,10 @@ type index struct {
 	// byGPU maps a GPU's key (gpuKey) to the distinct containers that hold
 	// it or one of its MIG instances, sorted.
 	byGPU map[string][]holder
+	// byMIG maps a MIG instance's key (migKey) to its holders: for a
+	// process whose device is the instance itself, which package gpu does
+	// not report today (it lists MIG processes under the physical GPU).
+	byMIG map[string][]holder
 
 	pods, containers int // in the listing
 	devices          int // distinct GPU and MIG device IDs mapped to a GPU
@@ -33,6 +37,14 @@ type index struct {
 // UUIDs this allocates nothing.
 func gpuKey(uuid string) (string, bool) {
 	if len(uuid) <= 4 || !strings.EqualFold(uuid[:4], "GPU-") {
+		return "", false
+	}
+	return strings.ToLower(uuid[4:]), true
+}
+
+// migKey is gpuKey for MIG instance UUIDs ("MIG-<uuid>").
+func migKey(uuid string) (string, bool) {
+	if len(uuid) <= 4 || !strings.EqualFold(uuid[:4], "MIG-") {
 		return "", false
 	}
 	return strings.ToLower(uuid[4:]), true
@@ -107,7 +119,7 @@ func validUUID(s string) bool {
 // device IDs that do not name their GPU (newer MIG IDs, or IDs under the
 // device plugin's index strategy) to a GPU UUID.
 func buildIndex(pods []pod, gpuOf func(resource, id string) (string, bool)) *index {
-	ix := &index{byGPU: make(map[string][]holder)}
+	ix := &index{byGPU: make(map[string][]holder), byMIG: make(map[string][]holder)}
 	seenDev := make(map[string]bool)
 	ix.pods = len(pods)
 	for _, p := range pods {
@@ -117,6 +129,10 @@ func buildIndex(pods []pod, gpuOf func(resource, id string) (string, bool)) *ind
 			for _, d := range c.Devices {
 				for _, id := range d.IDs {
 					kind, base, key := parseDeviceID(id)
+					if kind == deviceMIG && key == "" {
+						mk, _ := migKey(base)
+						ix.byMIG[mk] = append(ix.byMIG[mk], h)
+					}
 					if key == "" && gpuOf != nil {
 						if u, ok := gpuOf(d.Resource, base); ok {
 							key, _ = gpuKey(u)
@@ -137,9 +153,11 @@ func buildIndex(pods []pod, gpuOf func(resource, id string) (string, bool)) *ind
 			}
 		}
 	}
-	for k, hs := range ix.byGPU {
-		slices.SortFunc(hs, holder.compare)
-		ix.byGPU[k] = slices.Compact(hs)
+	for _, m := range []map[string][]holder{ix.byGPU, ix.byMIG} {
+		for k, hs := range m {
+			slices.SortFunc(hs, holder.compare)
+			m[k] = slices.Compact(hs)
+		}
 	}
 	return ix
 }

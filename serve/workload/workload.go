@@ -114,7 +114,7 @@ type Resolver struct {
 	loggedErr   string // the failure already logged at warn level, to log each distinct one once
 }
 
-var emptyIndex = &index{byGPU: map[string][]holder{}}
+var emptyIndex = &index{byGPU: map[string][]holder{}, byMIG: map[string][]holder{}}
 
 // New returns a Resolver. It does not connect: Run (or Refresh) does.
 func New(opts Options) *Resolver {
@@ -150,11 +150,12 @@ func (r *Resolver) Lookup(p gpu.Process) Workload {
 	if c.PodUID == "" {
 		return Workload{Container: short}
 	}
-	key, ok := gpuKey(p.DeviceUUID)
-	if !ok {
-		return Workload{Container: short}
+	var hs []holder
+	if key, ok := gpuKey(p.DeviceUUID); ok {
+		hs = r.idx.Load().byGPU[key]
+	} else if key, ok := migKey(p.DeviceUUID); ok {
+		hs = r.idx.Load().byMIG[key]
 	}
-	hs := r.idx.Load().byGPU[key]
 	switch {
 	case len(hs) == 0:
 		return Workload{Container: short}

@@ -74,6 +74,8 @@ func TestLookup(t *testing.T) {
 		{"MIG instance, old form naming its GPU", podProc(gpuN("07")), Workload{"mig-legacy", "inference", "server"}},
 		{"MIG instances of one GPU in two pods: not guessed", podProc(gpuN("08")), Workload{Container: short}},
 		{"MIG instance, new form, through GPUOf", podProc(gpuN("09")), Workload{"mig-c", "inference", "server"}},
+		{"process on a MIG instance itself", podProc("MIG-BBBBBBBB-0000-4000-8000-00000000000b"), Workload{"mig-b", "inference", "server"}},
+		{"process on an unknown MIG instance", podProc("MIG-bbbbbbbb-0000-4000-8000-0000000000ff"), Workload{Container: short}},
 		{"index-strategy device ID through GPUOf", podProc(gpuN("0a")), Workload{"by-index", "legacy", "app"}},
 		{"upper-case UUID in the listing", podProc(gpuN("0b")), Workload{"fpga", "other", "app"}},
 		{"upper-case UUID from the process", podProc(strings.ToUpper(gpuN("01"))), Workload{"train-0", "ml", "trainer"}},
@@ -458,7 +460,7 @@ func TestLookupAllocatesNothing(t *testing.T) {
 	if err := r.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ps := []gpu.Process{podProc(gpuN("01")), podProc(gpuN("04")), podProc(gpuN("05")), {DeviceUUID: gpuN("01")}}
+	ps := []gpu.Process{podProc(gpuN("01")), podProc(gpuN("04")), podProc(gpuN("05")), podProc("MIG-bbbbbbbb-0000-4000-8000-00000000000b"), {DeviceUUID: gpuN("01")}}
 	if n := testing.AllocsPerRun(100, func() {
 		for _, p := range ps {
 			r.Lookup(p)
