@@ -34,6 +34,19 @@ var growChunkBytes uint64 = 20 << 20
 // stay pinned by a small live block; each costs a MemCreate and a MemMap.
 var maxChunkBytes uint64 = 20 << 20
 
+// chunkShare bounds chunks under memory pressure: with a cap, and after
+// the device ran out of memory, one new chunk holds at most 1/chunkShare
+// of the memory the allocator may hold (rounded to the nearest page, at
+// least one page), so that the idle pages a live block pins in its chunk
+// cost at most 0.2 % of that memory. The bound holds from the first
+// growth, not only near the cap: on the recorded traces the chunks whose
+// idle pages decide the smallest capacity are pinned by weights and
+// optimizer state made in the job's first hundred allocations, long
+// before the cap is near. 20 MiB chunks stay below it from a 10 GiB cap
+// up, so only smaller caps pay the extra driver calls (docs/alloc.md).
+// 0 turns the bound off (tests measure the difference).
+var chunkShare uint64 = 512
+
 // streamSynchronizer is implemented by backends that can wait for the work
 // queued on one stream (cuStreamSynchronize). Pages are unmapped only after
 // the streams that used them are idle: unlike cuMemFree, cuMemUnmap does not
@@ -126,8 +139,36 @@ func (a *Allocator) initPagedLocked() error {
 	pg.vaSize = roundUp(max(a.total, g)*arenaVAFactor, g)
 	pg.chunk = max(roundUp(growChunkBytes, g), g)
 	pg.maxChunk = max(roundUp(maxChunkBytes, g), g)
+	if a.capBytes < a.total {
+		pg.boundChunks(a.capBytes)
+	}
 	a.pg = pg
 	return nil
+}
+
+// boundChunks lowers the most bytes of one new chunk to 1/chunkShare of
+// capacity, the memory the allocator may hold (see chunkShare). It never
+// raises it.
+func (pg *pagedState) boundChunks(capacity uint64) {
+	if chunkShare == 0 {
+		return
+	}
+	g := pg.gran
+	c := max((capacity/chunkShare+g/2)/g*g, g)
+	pg.maxChunk = min(pg.maxChunk, c)
+}
+
+// deviceFullLocked is called when MemCreate found the device out of
+// memory (other processes hold the rest, or the device is smaller than
+// the cap): the memory this allocator may hold is then what it holds plus
+// what the device has left, and new chunks are bounded by that from now
+// on. When the device cannot say, the bound stays as it was.
+func (a *Allocator) deviceFullLocked() {
+	free, _, err := a.dev.MemInfo()
+	if err != nil {
+		return
+	}
+	a.pg.boundChunks(a.reservedLocked() + free)
 }
 
 func (ar *arena) end() uint64 { return ar.seg.addr + ar.seg.size }
@@ -497,10 +538,13 @@ func (a *Allocator) releaseChunksLocked(cs []*chunk) error {
 // mapPlacementLocked maps the pages of p and returns the mapped free block
 // that now starts at p.start (in the pool's index). It moves whole idle
 // chunks from elsewhere first and creates physical memory only for the
-// rest, in one chunk of at least pg.chunk bytes where the cap and the
-// room allow; growing past the cap or a full device is a *noRoomError and
+// rest, up to pg.chunk bytes ahead of need where the cap and the room
+// allow, in chunks of at most pg.maxChunk. When the device runs out, new
+// chunks are bounded by what it has left (deviceFullLocked), growth stops
+// ahead of need and what is still needed is asked for in those smaller
+// chunks. Growing past the cap or a full device is a *noRoomError and
 // then whatever could be mapped stays mapped. Device calls: one MemUnmap
-// and one MemMap per chunk moved, one MemCreate and one MemMap for the new
+// and one MemMap per chunk moved, one MemCreate and one MemMap per new
 // chunk, one MemSetAccess for the whole run.
 func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	pg := a.pg
@@ -540,11 +584,15 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		n := min(create-created, pg.maxChunk)
 		h, err := pg.vm.MemCreate(n)
 		if err != nil && errors.Is(err, ErrDeviceOutOfMemory) {
+			a.deviceFullLocked()
 			if created >= short {
 				break // what is needed is there; the rest was only ahead of need
 			}
-			if rest := short - created; rest < n {
-				n = rest // the device may still have room for what is needed
+			// Grow by no more than the need now; the device may still
+			// have room for that, in smaller chunks.
+			create = short
+			if m := min(short-created, pg.maxChunk); m < n {
+				n = m
 				h, err = pg.vm.MemCreate(n)
 			}
 		}

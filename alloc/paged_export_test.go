@@ -167,3 +167,24 @@ func (a *Allocator) ArenaCount() int {
 	}
 	return len(a.pg.arenas)
 }
+
+// SetChunkShare sets chunkShare (0: no bound under pressure) for
+// allocators created afterwards, and for the bound an allocator learns
+// when the device runs out, and returns a function that restores the
+// previous value. Not safe while other tests create allocators.
+func SetChunkShare(n uint64) (restore func()) {
+	old := chunkShare
+	chunkShare = n
+	return func() { chunkShare = old }
+}
+
+// MaxChunkBytes returns the most bytes one new physical chunk may hold
+// now (0 when the page-mapped mode is off).
+func (a *Allocator) MaxChunkBytes() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pg == nil {
+		return 0
+	}
+	return a.pg.maxChunk
+}
