@@ -50,7 +50,7 @@ func chromium() string {
 // newBrowser starts a headless Chromium for the test and returns a context
 // whose actions run in one tab, closed after limit at the latest. required
 // makes a missing browser a failure rather than a skip.
-func newBrowser(t *testing.T, required bool, limit time.Duration) context.Context {
+func newBrowser(t testing.TB, required bool, limit time.Duration) context.Context {
 	t.Helper()
 	path := chromium()
 	if path == "" {
@@ -598,6 +598,22 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("a sparse state shows cards %+v", sparse)
 	}
 
+	// A long process list shows its first 200 rows until asked for all
+	// (again applied and read in one task).
+	big, err := json.Marshal(bigState(now, 2, 150, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := eval[[]any](t, ctx, `(() => { window.vramDashboard.applyState(`+string(big)+`);
+		const rows = () => document.querySelectorAll('#procs tbody tr').length, more = document.querySelector('#procs-more');
+		const out = [rows(), more.hidden, more.textContent];
+		more.click();
+		out.push(rows(), more.textContent);
+		return out; })()`)
+	if want := []any{200.0, false, "Show all 300 (200 shown)", 300.0, "Show the first 200 only"}; fmt.Sprint(capped) != fmt.Sprint(want) {
+		t.Errorf("300 processes: rows, button hidden, its text, rows after a click, its text = %v, want %v", capped, want)
+	}
+
 	// 7. A daemon without mutations: no buttons.
 	run(t, ctx, "loading the read-only page",
 		chromedp.Navigate(readOnly.URL+"/"),
@@ -717,4 +733,102 @@ func TestScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d bytes)", out, len(png))
+}
+
+// bigState is a node of gpus GPUs with perGPU processes each; i varies the
+// figures so that successive states change every row.
+func bigState(now time.Time, gpus, perGPU, i int) api.State {
+	s := api.State{Schema: api.Schema, Time: now.Add(time.Duration(i) * time.Second), Hostname: "big-node",
+		Mutations: true, Alerts: []api.Alert{}}
+	for g := range gpus {
+		uuid := fmt.Sprintf("GPU-%08d-0000-4000-8000-000000000000", g)
+		var used uint64
+		for k := range perGPU {
+			b := uint64(100+k+i%7) * mib
+			used += b
+			flags := []string{}
+			if k%17 == 0 {
+				flags = append(flags, "orphaned")
+			}
+			p := api.Process{
+				GPU: uuid, GPUIndex: g, PID: uint32(1000 + g*perGPU + k), StartTime: now.Add(-time.Hour),
+				User: "user" + strconv.Itoa(k%9), Command: fmt.Sprintf("python job_%d.py --rank %d --config /etc/jobs/%d.yaml", k, g, k),
+				UsedBytes: b, MemoryKnown: true, Flags: flags, Recent: ramp(b, 60, float64(k%5)*mib), RecentStep: 1,
+			}
+			if k%23 == 0 {
+				p.Leak = &api.Leak{Verdict: "leak", Slope: float64(k) * 1000, Confidence: 0.9, Reason: "grows"}
+			}
+			s.Processes = append(s.Processes, p)
+		}
+		s.Devices = append(s.Devices, api.Device{
+			Index: g, UUID: uuid, Name: "NVIDIA H200", Healthy: true, TotalBytes: h200Total, UsedBytes: used,
+			FreeBytes: h200Total - used - h200Reserved, ReservedBytes: h200Reserved, ReservedKnown: true,
+			UtilPercent: 50, Recent: ramp(used, 120, mib), RecentStep: 1,
+		})
+	}
+	sortBySize(s.Processes)
+	return s
+}
+
+// BenchmarkRender measures the page's redraw of one state of 8 GPUs × 200
+// processes in Chromium: applying the state and the style and layout it
+// causes (painting is not counted). The time is measured in the page
+// (performance.now) and reported as ms/state; ns/op adds the DevTools round
+// trip.
+//
+//	go test -run XXX -bench Render -benchtime 50x ./serve/dashboard/
+func BenchmarkRender(b *testing.B) {
+	now := time.Now().UTC().Truncate(time.Second)
+	fb := newFakeBackend(now)
+	fb.state = bigState(now, 8, 200, 0)
+	srv := httptest.NewServer(api.Handler(fb, api.Options{UI: dashboard.Handler()}))
+	b.Cleanup(srv.Close)
+	ctx := newBrowser(b, false, 5*time.Minute)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1600, 1000), chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#procs tbody tr"))); err != nil {
+		b.Fatal(err)
+	}
+	var states []string
+	for i := range 2 {
+		j, err := json.Marshal(bigState(now, 8, 200, i+1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		states = append(states, string(j))
+	}
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.__bench = [`+states[0]+`, `+states[1]+`]`)); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		showAll bool
+		rows    int
+	}{{"first-200", false, 200}, {"all-1600", true, 1600}} {
+		b.Run(bc.name, func(b *testing.B) {
+			if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => {
+				const more = document.querySelector('#procs-more');
+				if (/Show all/.test(more.textContent) === %t) more.click();
+				return true; })()`, bc.showAll))); err != nil {
+				b.Fatal(err)
+			}
+			var total float64
+			b.ResetTimer()
+			for i := range b.N {
+				ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](fmt.Sprintf(`(() => {
+					const t0 = performance.now();
+					window.vramDashboard.applyState(window.__bench[%d]);
+					void document.body.offsetHeight; // style and layout
+					return performance.now() - t0; })()`, i%2)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += ms
+			}
+			b.ReportMetric(total/float64(b.N), "ms/state")
+			rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#procs tbody tr').length`))
+			if err != nil || rows != bc.rows {
+				b.Fatalf("the page shows %d rows (%v), want %d", rows, err, bc.rows)
+			}
+		})
+	}
 }

@@ -22,7 +22,11 @@
 //     tooltip), memory, a sparkline of the process's recent samples, growth
 //     (the leak detector's slope in MiB/min), flags as badges (leak red;
 //     orphaned, zombie, no such process orange; jupyter, idle grey) and the
-//     Kubernetes namespace/pod where known.
+//     Kubernetes namespace/pod where known. Rows are kept per process and
+//     only their changed cells are written at each state; the table shows
+//     the first 200 rows of the chosen order until asked for all, because
+//     laying out thousands of rows every second costs the browser far more
+//     than they tell (BenchmarkRender, docs/dashboard.md).
 //   - History: a GPU, or one process on it, over 15 min to 7 days. The chart
 //     draws the min–max band and the mean of each bucket, so a short peak
 //     stays visible at a coarse step. Dragging across the chart zooms into

@@ -11,6 +11,7 @@
   var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
   var LIVE_WINDOW_MS = 10 * 60 * 1000;   // the GPU cards' live charts
   var HIST_POINTS = 400;                 // buckets asked for per history request
+  var ROW_LIMIT = 200;                   // process rows shown until "show all"
   var MIN_ZOOM_MS = 60 * 1000;           // narrowest zoom
   var RETRY_MIN_MS = 1000, RETRY_MAX_MS = 30000;
   // Range buttons: label -> [seconds, the "from" the API is asked for].
@@ -93,11 +94,19 @@
   function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
   // order puts nodes into parent in the given order, moving only those out
   // of place (so a row under the pointer is not re-inserted every second).
+  // One pass over the children: O(n), where indexing parent.children after
+  // each move would be O(n²).
   function order(parent, nodes) {
+    var cur = parent.firstElementChild;
     for (var i = 0; i < nodes.length; i++) {
-      if (parent.children[i] !== nodes[i]) parent.insertBefore(nodes[i], parent.children[i] || null);
+      if (nodes[i] === cur) cur = cur.nextElementSibling;
+      else parent.insertBefore(nodes[i], cur);
     }
-    while (parent.children.length > nodes.length) parent.removeChild(parent.lastElementChild);
+    while (cur) {
+      var next = cur.nextElementSibling;
+      parent.removeChild(cur);
+      cur = next;
+    }
   }
 
   // ---- state ---------------------------------------------------------------
@@ -111,6 +120,8 @@
     procs: new Map(),     // process key -> Process, for the buttons
     sort: { key: 'used', dir: -1 },
     filter: '',
+    showAll: false,
+    widthEpoch: 0,        // bumped on resize: cached chart widths are stale
     alertEvents: [],      // alerts seen on the stream since the last state
     actions: [],          // newest first
     es: null, retries: 0, retryAt: 0, retryTimer: 0, connected: false,
@@ -389,7 +400,13 @@
   // device's full scale.
   function drawLive(c, id) {
     var buf = S.live.get(id) || [];
-    var W = Math.max(200, c.chart.clientWidth || 320), H = 92, top = 14, bottom = 16;
+    // The width is read once per card and window size: reading it forces a
+    // layout, which is not cheap with a long table below.
+    if (!c.width || c.widthEpoch !== S.widthEpoch) {
+      c.width = c.chart.clientWidth;
+      c.widthEpoch = S.widthEpoch;
+    }
+    var W = Math.max(200, c.width || 320), H = 92, top = 14, bottom = 16;
     var now = S.sampleMs === null ? Date.now() : S.sampleMs, t0 = now - LIVE_WINDOW_MS;
     var ymax = c.totalBytes || 0;
     buf.forEach(function (p) { if (p.used > ymax) ymax = p.used; });
@@ -462,74 +479,83 @@
     r.cells.pid.classList.add('num');
     r.cells.used.classList.add('num');
     r.cells.growth.classList.add('num');
+    r.pidLink = el('button', { type: 'button', class: 'link pid-link', title: 'Show this process in the history chart' });
+    r.pidLink.addEventListener('click', function () {
+      var q = S.procs.get(r.key);
+      if (q) showHistory(str(q.gpu), procChoice(q));
+    });
+    r.cells.pid.append(r.pidLink);
+    r.spark = svg('svg', { width: 96, height: 22, class: 'spark', 'data-points': 0 });
+    r.sparkLine = svg('polyline', { points: '', class: 'spark-line' });
+    r.sparkTip = svg('title');
+    r.spark.append(r.sparkLine, r.sparkTip);
+    r.cells.spark.append(r.spark);
+    r.cells.act.hidden = true;
+    r.mutations = false;
     return r;
   }
+
+  function setTitle(e, t) { if (e.title !== t) e.title = t; }
 
   function updateRow(r, p, mutations) {
     var c = r.cells;
     setText(c.gpu, num(p.gpu_index, null) === null ? '?' : String(p.gpu_index));
-    c.gpu.title = str(p.gpu);
-    if (!c.pid.firstChild) {
-      var a = el('button', { type: 'button', class: 'link pid-link', title: 'Show this process in the history chart' });
-      a.addEventListener('click', function () {
-        var q = S.procs.get(r.key);
-        if (q) showHistory(str(q.gpu), procChoice(q));
-      });
-      c.pid.append(a);
-    }
-    setText(c.pid.firstChild, String(num(p.pid, 0)));
+    setTitle(c.gpu, str(p.gpu));
+    setText(r.pidLink, String(num(p.pid, 0)));
     setText(c.user, str(p.user) || '?');
     var cmd = str(p.command);
     setText(c.command, cmd.length > 60 ? cmd.slice(0, 59) + '…' : cmd);
-    c.command.title = cmd;
+    setTitle(c.command, cmd);
     setText(c.used, p.memory_known === false ? 'n/a' : bytes(p.used_bytes));
-    sparkline(c.spark, arr(p.recent));
-    var g = growth(p), leak = p.leak && obj(p.leak).verdict === 'leak';
+    sparkline(r, arr(p.recent));
+    var g = growth(p), leak = !!(p.leak && obj(p.leak).verdict === 'leak');
     setText(c.growth, g === null ? '—' : (g >= 0 ? '+' : '') + g.toFixed(1) + ' MiB/min');
-    c.growth.classList.toggle('leak', !!leak);
-    c.growth.title = p.leak ? str(obj(p.leak).reason) : '';
+    if (r.leak !== leak) { r.leak = leak; c.growth.classList.toggle('leak', leak); }
+    setTitle(c.growth, p.leak ? str(obj(p.leak).reason) : '');
     var flags = flagsOf(p), fk = flags.join(' ');
-    if (c.flags.dataset.flags !== fk) {
-      c.flags.dataset.flags = fk;
+    if (r.flags !== fk) {
+      r.flags = fk;
       clear(c.flags);
       flags.forEach(function (f) {
         c.flags.append(el('span', { class: 'badge flag ' + (FLAG_CLASS[f] || 'grey'), 'data-flag': f, text: f.replace(/_/g, ' ') }));
       });
     }
     setText(c.workload, workload(p));
-    c.workload.title = [str(p.container_name) && 'container ' + str(p.container_name),
-      str(p.container) && 'id ' + str(p.container)].filter(Boolean).join(', ');
-    c.act.hidden = !mutations;
-    if (mutations && !c.act.firstChild) {
-      c.act.append(
-        el('button', { type: 'button', class: 'sig term', 'data-signal': 'TERM', text: 'terminate' }),
-        el('button', { type: 'button', class: 'sig kill', 'data-signal': 'KILL', text: 'kill' }));
-    } else if (!mutations && c.act.firstChild) {
+    setTitle(c.workload, [str(p.container_name) && 'container ' + str(p.container_name),
+      str(p.container) && 'id ' + str(p.container)].filter(Boolean).join(', '));
+    if (r.mutations !== mutations) {
+      r.mutations = mutations;
+      c.act.hidden = !mutations;
       clear(c.act);
+      if (mutations) {
+        c.act.append(
+          el('button', { type: 'button', class: 'sig term', 'data-signal': 'TERM', text: 'terminate' }),
+          el('button', { type: 'button', class: 'sig kill', 'data-signal': 'KILL', text: 'kill' }));
+      }
     }
   }
 
-  function sparkline(td, recent) {
-    var vals = recent.map(function (v) { return num(v, null); }).filter(function (v) { return v !== null; });
+  // sparkline redraws a row's sparkline when its samples changed; the SVG
+  // elements are made once per row.
+  function sparkline(r, recent) {
+    var vals = [];
+    recent.forEach(function (v) { v = num(v, null); if (v !== null) vals.push(v); });
     var key = vals.join(',');
-    if (td.dataset.v === key) return;
-    td.dataset.v = key;
-    clear(td);
-    var W = 96, H = 22;
-    var s = svg('svg', { width: W, height: H, class: 'spark', 'data-points': vals.length });
+    if (r.sparkKey === key) return;
+    r.sparkKey = key;
+    var W = 96, H = 22, pts = '', tip = '';
     if (vals.length > 1) {
       var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
       if (hi - lo < hi * 0.02) { lo = Math.max(0, lo - hi * 0.01); hi = hi + hi * 0.01 + 1; }
-      var pts = vals.map(function (v, i) {
+      pts = vals.map(function (v, i) {
         return (i / (vals.length - 1) * (W - 2) + 1).toFixed(1) + ',' +
           (H - 2 - (v - lo) / (hi - lo) * (H - 4)).toFixed(1);
-      });
-      s.append(svg('polyline', { points: pts.join(' '), class: 'spark-line' }));
-      var tip = svg('title');
-      tip.textContent = bytes(lo) + ' – ' + bytes(hi);
-      s.append(tip);
+      }).join(' ');
+      tip = bytes(lo) + ' – ' + bytes(hi);
     }
-    td.append(s);
+    r.spark.setAttribute('data-points', vals.length);
+    r.sparkLine.setAttribute('points', pts);
+    r.sparkTip.textContent = tip;
   }
 
   function renderProcs(s) {
@@ -544,15 +570,22 @@
         p.pod, p.namespace, p.container_name].map(str).join(' ').toLowerCase();
       return hay.indexOf(q) >= 0;
     });
+    // Sort keys are computed once per process, not once per comparison.
     var key = SORT[S.sort.key] || SORT.used, dir = S.sort.dir;
+    list = list.map(function (p) { return { p: p, k: key(p), u: SORT.used(p), pid: SORT.pid(p) }; });
     list.sort(function (a, b) {
-      var x = key(a), y = key(b);
-      if (x < y) return -dir;
-      if (x > y) return dir;
-      return SORT.used(b) - SORT.used(a) || SORT.pid(a) - SORT.pid(b);
+      if (a.k < b.k) return -dir;
+      if (a.k > b.k) return dir;
+      return b.u - a.u || a.pid - b.pid;
     });
+    list = list.map(function (e) { return e.p; });
+    // Past ROW_LIMIT rows the table shows the first ones (in the chosen
+    // order, after the filter) until asked for all: a table of thousands
+    // of rows costs the browser far more to lay out every second than it
+    // tells anyone.
+    var shown = S.showAll ? list : list.slice(0, ROW_LIMIT);
     var nodes = [], seen = new Set();
-    list.forEach(function (p) {
+    shown.forEach(function (p) {
       var k = procKey(p);
       if (seen.has(k)) return;
       seen.add(k);
@@ -566,6 +599,9 @@
     $('.act-col').hidden = !mutations;
     setText($('#proc-count'), list.length === all.length ? String(all.length) : list.length + ' of ' + all.length);
     $('#procs-empty').hidden = list.length > 0;
+    var more = $('#procs-more');
+    more.hidden = list.length <= ROW_LIMIT;
+    setText(more, S.showAll ? 'Show the first ' + ROW_LIMIT + ' only' : 'Show all ' + list.length + ' (' + ROW_LIMIT + ' shown)');
     document.querySelectorAll('#procs th[data-key]').forEach(function (th) {
       var on = th.dataset.key === S.sort.key;
       th.classList.toggle('sorted', on);
@@ -1009,6 +1045,10 @@
       var tr = b.closest('tr'), p = tr && S.procs.get(tr.dataset.key);
       if (p) openSignal(p, b.dataset.signal);
     });
+    $('#procs-more').addEventListener('click', function () {
+      S.showAll = !S.showAll;
+      if (S.state) renderProcs(S.state);
+    });
     $('#signal-form').addEventListener('submit', sendSignal);
     $('#sig-cancel').addEventListener('click', closeSignal);
     $('#signal-dialog').addEventListener('close', function () { S.signal = null; });
@@ -1037,6 +1077,7 @@
     window.addEventListener('resize', function () {
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(function () {
+        S.widthEpoch++;
         drawHistory();
         S.cards.forEach(function (c, id) { drawLive(c, id); });
       }, 150);
