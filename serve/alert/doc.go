@@ -29,9 +29,11 @@
 //
 // so that a PID reused by a new process is a new instance, and the same
 // process on two GPUs is two. An instance exists only while its condition
-// holds or its alert fires; a sample where nothing is wrong costs one pass
-// over the devices and processes per rule and allocates nothing per subject
-// beyond the observation.
+// holds or its alert fires. A sample costs one pass over the devices or the
+// processes per rule and one map lookup per subject; messages are written
+// only for instances that fire or are firing, so a sample where nothing holds
+// allocates nothing (BenchmarkEvaluate: 8 GPUs × 200 processes, five rules,
+// about 0.2 ms a sample; figures in docs/alerts.md).
 //
 // # Life of an instance
 //

@@ -59,6 +59,8 @@ type Engine struct {
 	order   map[string]int
 	inst    map[key]*instance
 	retired []*instance // firing alerts of rules a SetRules removed or changed
+	gen     uint64      // counts Evaluate calls; instance.seen is the last that saw it
+	obs     []observation
 }
 
 // key identifies an instance: the rule, and the GPU and process it is about
@@ -75,6 +77,7 @@ type instance struct {
 	key      key
 	gpuIndex int    // for ordering; -1 when the GPU is not in the sample
 	subject  string // "GPU 0 (NVIDIA H200)", "process 12 (python) on GPU 0"
+	seen     uint64 // the Evaluate call that last saw the subject
 	since    time.Time
 	firing   bool
 	cleared  time.Time // when the condition stopped holding while firing
@@ -153,23 +156,21 @@ func (e *Engine) Evaluate(in Input) []api.Alert {
 			devs[d.UUID] = d
 		}
 	}
-	seen := map[key]bool{}
+	e.gen++
 	for ri := range e.rules {
 		rule := &e.rules[ri]
-		for _, o := range observe(rule, in, devs) {
-			if seen[o.key] {
-				continue // the same process listed twice: the first counts
-			}
-			seen[o.key] = true
-			if t, ok := e.step(rule, o, in.Time); ok {
+		e.obs = observe(e.obs[:0], rule, in)
+		for i := range e.obs {
+			if t, ok := e.step(rule, &e.obs[i], in.Time, devs); ok {
 				t.rule = ri
 				out = append(out, t)
 			}
 		}
 	}
+	clear(e.obs) // drop the sample's pointers
 	// Instances whose GPU or process is no longer in the sample.
 	for k, inst := range e.inst {
-		if seen[k] {
+		if inst.seen == e.gen {
 			continue
 		}
 		delete(e.inst, k)
@@ -211,21 +212,29 @@ func compareInstances(a, b *instance) int {
 }
 
 // step advances one instance by one observation and returns its transition,
-// if any.
-func (e *Engine) step(rule *Rule, o observation, now time.Time) (transition, bool) {
+// if any. Messages are written only for an instance that exists or starts:
+// on most samples nothing holds and step allocates nothing.
+func (e *Engine) step(rule *Rule, o *observation, now time.Time, devs map[string]*Device) (transition, bool) {
 	inst := e.inst[o.key]
+	if inst != nil {
+		if inst.seen == e.gen {
+			return transition{}, false // the same process listed twice: the first counts
+		}
+		inst.seen = e.gen
+	}
 	switch {
 	case o.unknown:
 		return transition{}, false
 	case o.holds:
 		if inst == nil {
-			inst = &instance{key: o.key, since: now}
+			inst = &instance{key: o.key, since: now, seen: e.gen}
 			e.inst[o.key] = inst
 		}
-		inst.gpuIndex, inst.subject = o.gpuIndex, o.subject
+		m := o.messages(rule, devs)
+		inst.gpuIndex, inst.subject = m.gpuIndex, m.subject
 		inst.cleared = time.Time{}
 		held := now.Sub(inst.since)
-		msg := o.firing
+		msg := m.firing
 		if rule.For > 0 {
 			msg += " for " + held.Round(time.Second).String()
 		}
@@ -256,16 +265,17 @@ func (e *Engine) step(rule *Rule, o observation, now time.Time) (transition, boo
 		delete(e.inst, o.key) // pending, and no longer holds: start over
 		return transition{}, false
 	}
-	inst.gpuIndex, inst.subject = o.gpuIndex, o.subject
 	if inst.cleared.IsZero() {
 		inst.cleared = now
 	}
 	if now.Sub(inst.cleared) < rule.KeepFiringFor {
 		return transition{}, false
 	}
+	m := o.messages(rule, devs)
+	inst.gpuIndex, inst.subject = m.gpuIndex, m.subject
 	delete(e.inst, o.key)
 	a := inst.alert
-	a.Time, a.State, a.Message = now, StateResolved, o.resolved
+	a.Time, a.State, a.Message = now, StateResolved, m.resolved
 	return transition{in: inst, alert: a}, true
 }
 
@@ -297,105 +307,117 @@ func (e *Engine) Firing() []api.Alert {
 	return out
 }
 
-// observation is what one sample says about one rule's subject.
+// observation is what one sample says about one rule's subject: a GPU or a
+// process of the sample.
 type observation struct {
-	key      key
-	gpuIndex int
-	subject  string
-	unknown  bool   // no figures this sample: leave the instance as it is
-	holds    bool   // the condition holds
-	firing   string // the message while it holds (without " for ...")
-	resolved string // the message when it no longer holds
+	key     key
+	dev     *Device
+	proc    *Process
+	unknown bool // no figures this sample: leave the instance as it is
+	holds   bool // the condition holds
 }
 
-// observe evaluates rule on every subject of the sample it applies to.
-func observe(rule *Rule, in Input, devs map[string]*Device) []observation {
-	var out []observation
+// observe appends to out the observations of rule on every subject of the
+// sample it applies to.
+func observe(out []observation, rule *Rule, in Input) []observation {
 	switch rule.When {
 	case WhenUsedAbove, WhenUnattributedAbove, WhenDeviceUnhealthy:
 		for i := range in.Devices {
 			d := &in.Devices[i]
-			o := observation{key: key{rule: rule.Name, gpu: d.UUID}, gpuIndex: d.Index, subject: deviceName(d)}
-			deviceRule(rule, d, &o)
+			o := observation{key: key{rule: rule.Name, gpu: d.UUID}, dev: d}
+			switch rule.When {
+			case WhenUsedAbove:
+				o.unknown = d.Total == 0
+				o.holds = !o.unknown && 100*float64(d.Used)/float64(d.Total) >= rule.Percent
+			case WhenUnattributedAbove:
+				o.unknown = d.Total == 0
+				o.holds = !o.unknown && d.Unattributed >= rule.MinBytes
+			case WhenDeviceUnhealthy:
+				o.holds = !d.Healthy
+			}
 			out = append(out, o)
 		}
 	case WhenLeak, WhenOrphanHolding:
 		for i := range in.Processes {
 			p := &in.Processes[i]
-			o := observation{key: key{rule: rule.Name, gpu: p.GPU, pid: p.PID}, gpuIndex: -1}
+			o := observation{key: key{rule: rule.Name, gpu: p.GPU, pid: p.PID}, proc: p}
 			if !p.StartTime.IsZero() {
 				o.key.start = p.StartTime.UnixNano()
 			}
-			on := "GPU " + p.GPU
-			if d := devs[p.GPU]; d != nil {
-				o.gpuIndex, on = d.Index, fmt.Sprintf("GPU %d", d.Index)
+			switch rule.When {
+			case WhenLeak:
+				o.holds = p.Leak && p.Slope >= rule.MinSlope
+			case WhenOrphanHolding:
+				o.holds = p.Flags&orphanFlags != 0 && p.Bytes > 0 && p.Bytes >= rule.MinBytes
 			}
-			o.subject = fmt.Sprintf("process %d (%s) on %s", p.PID, command(p.Command), on)
-			processRule(rule, p, &o)
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-func deviceRule(rule *Rule, d *Device, o *observation) {
-	switch rule.When {
-	case WhenUsedAbove:
-		if d.Total == 0 {
-			o.unknown = true
-			return
-		}
-		pct := 100 * float64(d.Used) / float64(d.Total)
-		figures := fmt.Sprintf("%s: %s used (%s of %s)", o.subject, percent(pct), units.FormatBytes(d.Used), units.FormatBytes(d.Total))
-		o.holds = pct >= rule.Percent
-		o.firing = figures
-		o.resolved = figures + ", under " + percent(rule.Percent) + " again"
-	case WhenUnattributedAbove:
-		if d.Total == 0 {
-			o.unknown = true
-			return
-		}
-		o.holds = d.Unattributed >= rule.MinBytes
-		o.firing = fmt.Sprintf("%s: %s in use by no listed process (%s used in all)", o.subject, units.FormatBytes(d.Unattributed), units.FormatBytes(d.Used))
-		o.resolved = fmt.Sprintf("%s: memory used by no listed process down to %s, under %s", o.subject, units.FormatBytes(d.Unattributed), units.FormatBytes(rule.MinBytes))
-	case WhenDeviceUnhealthy:
-		o.holds = !d.Healthy
-		why := "no reason given"
-		if d.Error != "" {
-			why = gpu.Printable(d.Error)
-		}
-		o.firing = o.subject + " is unhealthy: " + why
-		o.resolved = o.subject + " is healthy again"
-	}
-}
-
 // Flags that make a process's memory an orphan's for WhenOrphanHolding.
 const orphanFlags = gpu.FlagOrphaned | gpu.FlagZombie | gpu.FlagNoSuchProcess
 
-func processRule(rule *Rule, p *Process, o *observation) {
+// messages is what an alert says about an observation.
+type messages struct {
+	gpuIndex int    // -1 when the process's GPU is not in the sample
+	subject  string // "GPU 0 (NVIDIA H200)", "process 12 (python) on GPU 0"
+	firing   string // while the condition holds (without " for ...")
+	resolved string // once it no longer holds
+}
+
+func (o *observation) messages(rule *Rule, devs map[string]*Device) messages {
+	if d := o.dev; d != nil {
+		m := messages{gpuIndex: d.Index, subject: deviceName(d)}
+		switch rule.When {
+		case WhenUsedAbove:
+			pct := 100 * float64(d.Used) / float64(d.Total)
+			figures := fmt.Sprintf("%s: %s used (%s of %s)", m.subject, percent(pct), units.FormatBytes(d.Used), units.FormatBytes(d.Total))
+			m.firing = figures
+			m.resolved = figures + ", under " + percent(rule.Percent) + " again"
+		case WhenUnattributedAbove:
+			m.firing = fmt.Sprintf("%s: %s in use by no listed process (%s used in all)", m.subject, units.FormatBytes(d.Unattributed), units.FormatBytes(d.Used))
+			m.resolved = fmt.Sprintf("%s: memory used by no listed process down to %s, under %s", m.subject, units.FormatBytes(d.Unattributed), units.FormatBytes(rule.MinBytes))
+		case WhenDeviceUnhealthy:
+			why := "no reason given"
+			if d.Error != "" {
+				why = gpu.Printable(d.Error)
+			}
+			m.firing = m.subject + " is unhealthy: " + why
+			m.resolved = m.subject + " is healthy again"
+		}
+		return m
+	}
+	p := o.proc
+	m := messages{gpuIndex: -1}
+	on := "GPU " + gpu.Printable(p.GPU)
+	if d := devs[p.GPU]; d != nil {
+		m.gpuIndex, on = d.Index, fmt.Sprintf("GPU %d", d.Index)
+	}
+	m.subject = fmt.Sprintf("process %d (%s) on %s", p.PID, command(p.Command), on)
 	held := units.FormatBytes(p.Bytes)
 	switch rule.When {
 	case WhenLeak:
 		slope := rate(p.Slope)
-		o.holds = p.Leak && p.Slope >= rule.MinSlope
-		o.firing = fmt.Sprintf("%s is leaking: grows %s, holds %s", o.subject, slope, held)
+		m.firing = fmt.Sprintf("%s is leaking: grows %s, holds %s", m.subject, slope, held)
 		if p.Leak {
-			o.resolved = fmt.Sprintf("%s grows %s, under %s (holds %s)", o.subject, slope, rate(rule.MinSlope), held)
+			m.resolved = fmt.Sprintf("%s grows %s, under %s (holds %s)", m.subject, slope, rate(rule.MinSlope), held)
 		} else {
-			o.resolved = fmt.Sprintf("%s is no longer leaking (holds %s)", o.subject, held)
+			m.resolved = fmt.Sprintf("%s is no longer leaking (holds %s)", m.subject, held)
 		}
 	case WhenOrphanHolding:
-		o.holds = p.Flags&orphanFlags != 0 && p.Bytes > 0 && p.Bytes >= rule.MinBytes
-		o.firing = fmt.Sprintf("%s %s and holds %s", o.subject, orphanState(p.Flags), held)
+		m.firing = fmt.Sprintf("%s %s and holds %s", m.subject, orphanState(p.Flags), held)
 		switch {
 		case p.Flags&orphanFlags == 0:
-			o.resolved = fmt.Sprintf("%s is no longer orphaned (holds %s)", o.subject, held)
+			m.resolved = fmt.Sprintf("%s is no longer orphaned (holds %s)", m.subject, held)
 		case p.Bytes == 0:
-			o.resolved = o.subject + " no longer holds GPU memory"
+			m.resolved = m.subject + " no longer holds GPU memory"
 		default:
-			o.resolved = fmt.Sprintf("%s holds %s, under %s", o.subject, held, units.FormatBytes(max(rule.MinBytes, 1)))
+			m.resolved = fmt.Sprintf("%s holds %s, under %s", m.subject, held, units.FormatBytes(max(rule.MinBytes, 1)))
 		}
 	}
+	return m
 }
 
 // orphanState says why a process's memory counts as an orphan's.
