@@ -64,9 +64,10 @@
 // no framework and no build step; they are embedded in the binary with
 // go:embed. The page loads nothing from anywhere but its own origin (no CDN,
 // no web fonts) and has no inline script or style, so it runs under the
-// Content-Security-Policy "default-src 'self'" that the API sets; Handler sets
-// the same policy (CSP) when the caller has not. Charts are SVG drawn by
-// app.js.
+// Content-Security-Policy "default-src 'self'" that the API sets; when the
+// caller has set none, Handler sets CSP, the same and a little stricter (no
+// base URL, no framing, no form submission: the one form is sent by
+// app.js). Charts are SVG drawn by app.js.
 //
 // Handler serves the files from a table built once at start: index.html at
 // "/", the others by name, each with its content type, a strong ETag (a hash

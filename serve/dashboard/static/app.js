@@ -180,6 +180,7 @@
     clearTimeout(S.retryTimer);
     var es = new EventSource('events');
     S.es = es;
+    S.retryAt = 0; // trying now: no countdown
     setConn(S.retries ? 'reconnecting' : 'connecting');
     es.addEventListener('open', function () {
       if (S.es !== es) return;
