@@ -1,13 +1,20 @@
 package alert_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/alert"
+	"github.com/vramhq/vram/serve/api"
 )
 
 // The daemon's loop, on a fake timeline: one rule that waits five minutes,
@@ -104,4 +111,45 @@ alerts:
 	// leak: leak, critical after 0s
 	// vram.yaml:8: alerts.rules[0].for: -5m is negative
 	// vram.yaml:11: alerts.rules[1].min_bytes: set, but when: leak does not read it
+}
+
+// A Notifier logs each alert and posts it to the webhooks; Close delivers
+// what is queued before the daemon exits.
+func ExampleNotifier() {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p alert.Payload
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, a := range p.Alerts {
+			fmt.Printf("webhook got from %s (%s): %s %s: %s\n", p.Host, p.Schema, a.State, a.Rule, a.Message)
+		}
+	}))
+	defer hook.Close()
+
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // a stable output for this example
+			}
+			return a
+		},
+	}))
+	n := alert.NewNotifier(alert.Config{Webhooks: []alert.Webhook{{URL: hook.URL, MaxAttempts: 3}}},
+		alert.NotifierOptions{Logger: logger, Hostname: "gpu-node-7"})
+	n.Notify(api.Alert{
+		Time: time.Date(2025, 6, 1, 12, 5, 0, 0, time.UTC), Rule: "gpu-nearly-full", Severity: alert.SeverityWarning,
+		State: alert.StateFiring, GPU: "GPU-0", Message: "GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00 GiB) for 5m0s",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Close(ctx); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Printf("%+v\n", n.Stats())
+	// Output:
+	// level=WARN msg="alert firing" rule=gpu-nearly-full severity=warning gpu=GPU-0 message="GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00 GiB) for 5m0s"
+	// webhook got from gpu-node-7 (vram.alert/v1): firing gpu-nearly-full: GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00 GiB) for 5m0s
+	// {Sent:1 Failed:0 Retried:0 Dropped:0}
 }
