@@ -346,7 +346,7 @@ func observe(out []observation, rule *Rule, in Input) []observation {
 			}
 			switch rule.When {
 			case WhenLeak:
-				o.holds = p.Leak && p.Slope >= rule.MinSlope
+				o.holds = p.Leak && (rule.MinSlope == 0 || p.Slope >= rule.MinSlope)
 			case WhenOrphanHolding:
 				o.holds = p.Flags&orphanFlags != 0 && p.Bytes > 0 && p.Bytes >= rule.MinBytes
 			}

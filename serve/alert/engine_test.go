@@ -2,6 +2,7 @@ package alert
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -351,4 +352,96 @@ func TestEvaluateDeterministic(t *testing.T) {
 			t.Fatalf("try %d differs from the first", try)
 		}
 	}
+}
+
+// TestEngineRandomTimelines: on random samples (GPUs filling and emptying,
+// processes coming, going, leaking and being orphaned, reloads), the
+// transitions of every instance alternate firing, resolved, firing..., and
+// Firing always lists exactly the instances whose last transition was firing.
+func TestEngineRandomTimelines(t *testing.T) {
+	rules := []Rule{
+		{Name: "leak", When: WhenLeak, MinSlope: 10},
+		{Name: "full", When: WhenUsedAbove, Percent: 80, For: 3 * time.Second, KeepFiringFor: 2 * time.Second},
+		{Name: "orphans", When: WhenOrphanHolding, MinBytes: gib},
+		{Name: "unattributed", When: WhenUnattributedAbove, MinBytes: gib, For: time.Second},
+		{Name: "unhealthy", When: WhenDeviceUnhealthy, Severity: SeverityCritical},
+	}
+	states := map[string]int{} // rule+state -> count, to check the timelines exercise every rule
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		e := NewEngine(rules)
+		type id struct {
+			rule, gpu string
+			pid       uint32
+			start     time.Time
+		}
+		firing := map[id]bool{}
+		for step := range 300 {
+			now := t0.Add(time.Duration(step) * time.Second)
+			if rng.IntN(50) == 0 { // a reload dropping or changing a rule now and then
+				rs := slices.Clone(rules)
+				rs[rng.IntN(len(rs))].Severity = SeverityCritical
+				if rng.IntN(2) == 0 {
+					rs = rs[1:]
+				}
+				e.SetRules(rs)
+			}
+			var in Input
+			in.Time = now
+			for i := range 1 + rng.IntN(3) {
+				d := h200(i, uint64(70+rng.IntN(31))*gib)
+				d.Unattributed = uint64(rng.IntN(3)) * gib
+				d.Healthy = rng.IntN(10) != 0
+				if rng.IntN(20) == 0 {
+					d.Total = 0
+				}
+				in.Devices = append(in.Devices, d)
+			}
+			for pid := range uint32(1 + rng.IntN(6)) {
+				p := proc(rng.IntN(3), pid+1, uint64(rng.IntN(3))*gib)
+				p.StartTime = started.Add(time.Duration(rng.IntN(2)) * time.Second) // PIDs are reused
+				p.Leak, p.Slope = rng.IntN(3) == 0, float64(rng.IntN(30))
+				p.Flags = gpu.Flags(rng.IntN(8)) // orphaned, zombie, gone
+				in.Processes = append(in.Processes, p)
+			}
+			for _, a := range e.Evaluate(in) {
+				k := id{a.Rule, a.GPU, a.PID, a.StartTime}
+				states[a.Rule+" "+a.State]++
+				if a.Message == "" || strings.ContainsAny(a.Message, "\n\r") || !a.Time.Equal(now) {
+					t.Fatalf("seed %d step %d: alert %+v", seed, step, a)
+				}
+				switch a.State {
+				case StateFiring:
+					if firing[k] {
+						t.Fatalf("seed %d step %d: fires twice: %s", seed, step, line(a))
+					}
+					firing[k] = true
+				case StateResolved:
+					if !firing[k] {
+						t.Fatalf("seed %d step %d: resolves what does not fire: %s", seed, step, line(a))
+					}
+					delete(firing, k)
+				default:
+					t.Fatalf("seed %d step %d: state %q", seed, step, a.State)
+				}
+			}
+			now2 := e.Firing()
+			if len(now2) != len(firing) {
+				t.Fatalf("seed %d step %d: Firing lists %d, transitions say %d", seed, step, len(now2), len(firing))
+			}
+			for _, a := range now2 {
+				if !firing[id{a.Rule, a.GPU, a.PID, a.StartTime}] {
+					t.Fatalf("seed %d step %d: Firing lists %s", seed, step, line(a))
+				}
+			}
+		}
+	}
+	for _, r := range rules {
+		for _, s := range []string{StateFiring, StateResolved} {
+			if states[r.Name+" "+s] < 10 {
+				t.Errorf("%s %s only %d times: the timelines do not exercise it", r.Name, s, states[r.Name+" "+s])
+			}
+		}
+	}
+	t.Logf("transitions: %v", states)
 }
