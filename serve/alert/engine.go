@@ -223,8 +223,11 @@ func (e *Engine) step(rule *Rule, o *observation, now time.Time, devs map[string
 		inst.seen = e.gen
 	}
 	switch {
-	case o.unknown:
+	case o.unknown && inst != nil && !inst.firing:
+		delete(e.inst, o.key) // pending: the condition was not seen holding throughout
 		return transition{}, false
+	case o.unknown:
+		return transition{}, false // a firing alert stays as it is
 	case o.holds:
 		if inst == nil {
 			inst = &instance{key: o.key, since: now, seen: e.gen}
@@ -313,7 +316,7 @@ type observation struct {
 	key     key
 	dev     *Device
 	proc    *Process
-	unknown bool // no figures this sample: leave the instance as it is
+	unknown bool // no figures this sample: a pending instance starts over, a firing one stays
 	holds   bool // the condition holds
 }
 
