@@ -1,0 +1,360 @@
+// Package serve holds the vram serve command: the node daemon (package
+// serve) behind an HTTP server (package serve/api) with the embedded
+// dashboard (serve/dashboard).
+//
+// The command reads and checks everything before it opens anything: the
+// flags, the configuration file, the listen address (a non-loopback
+// address needs http.allow_remote), the bearer token file when mutations
+// are on, the policy file and the alert rules. Any problem there is one
+// line naming the file, line and field, and exit status 2 for flags and
+// configuration, 1 for the rest; nothing is sampled. Then it opens the
+// GPUs (or a simulated host with --simulate), the history file, starts
+// the pod-resources resolver when a kubelet socket is there, logs one
+// startup line (address, history file, GPUs, and "simulated" on a
+// simulated host) and serves until SIGINT or SIGTERM. SIGHUP reloads the
+// policy file and the alert rules; a bad file is logged and the rules in
+// force stay.
+//
+// Stopping: the HTTP server stops accepting, open event streams end, the
+// sampling loop writes the history interval in progress, queued history
+// and audit writes are committed, alert notifications get up to 5 s to be
+// delivered, and the history file is closed.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/policy"
+	"github.com/vramhq/vram/serve"
+	"github.com/vramhq/vram/serve/alert"
+	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/dashboard"
+	"github.com/vramhq/vram/serve/metrics"
+	"github.com/vramhq/vram/serve/workload"
+)
+
+// DefaultAddr is where vram serve listens without --addr: loopback only.
+const DefaultAddr = "127.0.0.1:9400"
+
+// Options are the command's flags.
+type Options struct {
+	Addr      string
+	DB        string
+	Config    string
+	Simulate  int
+	Seed      int64
+	GPUs      []int
+	AllGPUs   bool
+	ReadOnly  bool
+	Interval  time.Duration
+	LogFormat string
+	LogLevel  string
+}
+
+// usageError marks a flag or configuration problem: vram exits with
+// status 2.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+func (u usageError) ExitCode() int { return 2 }
+
+func bad(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// NewCmd returns the `vram serve` command.
+func NewCmd() *cobra.Command {
+	o := &Options{}
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the node daemon: metrics, JSON API, dashboard, history, alerts and policies",
+		Long: `vram serve samples every GPU and every process holding GPU memory (each
+second by default), keeps the history in an SQLite file, and serves on --addr:
+
+  /metrics          Prometheus metrics (vram_*)
+  /api/v1/...       JSON: state, devices, processes, history, alerts, actions
+  /events           live server-sent events
+  /                 the dashboard
+
+It raises the alerts and enforces the policies (quotas, reclaim rules) that
+--config names; policies are a dry run unless their file says dry_run: false.
+The mutating endpoints (signal a process, reload) are off unless the
+configuration enables them with a token file (mode 0600). --addr must be a
+loopback address unless the configuration sets http.allow_remote.
+
+SIGHUP reloads the policy file and the alert rules; SIGINT or SIGTERM stops
+after writing what is pending. docs/serve.md describes every setting.`,
+		Example: `  vram serve
+  vram serve --config /etc/vram/config.yaml --db /var/lib/vram/vram.db
+  vram serve --simulate 4 --addr 127.0.0.1:9401 --db /tmp/sim.db`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return Run(c.Context(), o, c.Flags().Changed("interval"), c.ErrOrStderr())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Addr, "addr", DefaultAddr, "listen on this `host:port` (loopback only unless the config sets http.allow_remote)")
+	f.StringVar(&o.DB, "db", "", "history file (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
+	f.StringVar(&o.Config, "config", "", "configuration `FILE` (YAML; docs/serve.md); without it, the defaults")
+	f.IntVar(&o.Simulate, "simulate", 0, "sample a simulated host of `N` GPUs instead of the driver (nothing real is signalled)")
+	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
+	f.IntSliceVar(&o.GPUs, "gpu", nil, "sample these GPU indices only")
+	f.BoolVar(&o.AllGPUs, "all-gpus", false, "sample every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
+	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every mutating request, whatever the configuration says")
+	f.DurationVar(&o.Interval, "interval", 0, "sample period (overrides the configuration's interval; default 1s)")
+	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return c
+}
+
+// prepared is everything checked before the daemon starts.
+type prepared struct {
+	cfg   serve.Config
+	token []byte
+	log   *slog.Logger
+}
+
+// prepare checks the flags and reads the configuration and the token.
+func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) {
+	p := &prepared{}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return nil, bad("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.LogFormat {
+	case "text":
+		p.log = slog.New(slog.NewTextHandler(errOut, hopts))
+	case "json":
+		p.log = slog.New(slog.NewJSONHandler(errOut, hopts))
+	default:
+		return nil, bad("--log-format %q: want text or json", o.LogFormat)
+	}
+	switch {
+	case o.Simulate < 0 || o.Simulate > 64:
+		return nil, bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
+	case o.AllGPUs && len(o.GPUs) > 0:
+		return nil, bad("--gpu and --all-gpus: choose one")
+	case intervalSet && (o.Interval < serve.MinInterval || o.Interval > serve.MaxInterval):
+		return nil, bad("--interval %v: must be between %v and %v", o.Interval, serve.MinInterval, serve.MaxInterval)
+	}
+	p.cfg = serve.DefaultConfig()
+	if o.Config != "" {
+		c, err := serve.ReadConfig(o.Config)
+		var ce serve.ConfigErrors
+		switch {
+		case errors.As(err, &ce):
+			return nil, usageError{err}
+		case err != nil:
+			return nil, bad("--config: %v", err)
+		}
+		p.cfg = c
+	}
+	if intervalSet {
+		p.cfg.Interval = o.Interval
+		if p.cfg.HistoryInterval < o.Interval {
+			p.log.Info("history is written at every sample: --interval is longer than history_interval", "interval", o.Interval, "history_interval", p.cfg.HistoryInterval)
+			p.cfg.HistoryInterval = o.Interval
+		}
+	}
+	if o.ReadOnly {
+		p.cfg.HTTP.ReadOnly = true
+	}
+	if err := api.CheckListen(o.Addr, p.cfg.HTTP.AllowRemote); err != nil {
+		return nil, bad("--addr %s: %v", o.Addr, err)
+	}
+	if p.cfg.MutationsEnabled() {
+		tok, err := api.ReadTokenFile(p.cfg.HTTP.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("http.token_file: %w", err)
+		}
+		p.token = tok
+	}
+	return p, nil
+}
+
+// Run runs vram serve until ctx ends or SIGINT/SIGTERM arrives.
+func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p, err := prepare(o, intervalSet, errOut)
+	if err != nil {
+		return err
+	}
+	op, err := gpu.Open(gpu.OpenOptions{Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: serve.DefaultIdleWindow})
+	var ie *gpu.IndexError
+	switch {
+	case gpu.IsNoDriver(err):
+		return fmt.Errorf("%w; `vram serve --simulate N` runs the daemon on a simulated host", err)
+	case errors.As(err, &ie):
+		return bad("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
+	case err != nil:
+		return err
+	}
+	if !op.Visible.All && len(op.Shown) == 0 {
+		op.Host.Close()
+		return fmt.Errorf("%s selects no GPU; --all-gpus samples every GPU", op.Visible.Source)
+	}
+	log := p.log
+	if op.ProcErr != nil {
+		log.Warn("/proc cannot be read: processes have no user or command, and nothing will be signalled", "err", op.ProcErr)
+	}
+	for _, w := range op.Warnings {
+		log.Warn(w)
+	}
+	if note := op.SelectionNote(); note != "" {
+		log.Info(note)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wl *workload.Resolver
+	if sock := podResourcesSocket(p.cfg); sock != "" {
+		wl = workload.New(workload.Options{Socket: sock, Logger: log.With("component", "workload")})
+		go wl.Run(runCtx)
+	}
+	dopts := serve.Options{Config: p.cfg, Opened: op, DB: o.DB, Logger: log, IdleWindow: serve.DefaultIdleWindow}
+	if wl != nil {
+		dopts.Workload = func(gp gpu.Process) metrics.Workload {
+			w := wl.Lookup(gp)
+			return metrics.Workload{Pod: w.Pod, Namespace: w.Namespace, Container: w.Container}
+		}
+	}
+	d, err := serve.New(ctx, dopts)
+	if err != nil {
+		op.Host.Close()
+		var pe policy.Errors
+		var ae alert.Errors
+		if errors.As(err, &pe) || errors.As(err, &ae) {
+			return usageError{err}
+		}
+		return err
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		d.Close()
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	streams := make(chan struct{})
+	aopts := api.Options{
+		Metrics: d.MetricsHandler(), UI: dashboard.Handler(),
+		Mutations: p.cfg.HTTP.Mutations, Token: p.token, ReadOnly: p.cfg.HTTP.ReadOnly,
+		Logger: log.With("component", "http"), Done: streams,
+	}
+	if host, _, err := net.SplitHostPort(o.Addr); err == nil && !p.cfg.HTTP.AllowRemote {
+		aopts.AllowedHosts = []string{"localhost", host}
+	}
+	srv := api.NewServer(o.Addr, api.Handler(d, aopts), log.With("component", "http"))
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	loop := make(chan error, 1)
+	go func() { loop <- d.Run(runCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	mode := "read-only"
+	if p.cfg.MutationsEnabled() {
+		mode = "mutations enabled"
+	}
+	attrs := []any{"addr", ln.Addr().String(), "db", d.DB(), "gpus", gpuList(d.Devices()), "interval", p.cfg.Interval, "history_interval", p.cfg.HistoryInterval, "api", mode}
+	if p.cfg.File != "" {
+		attrs = append(attrs, "config", p.cfg.File)
+	}
+	if p.cfg.PolicyFile != "" {
+		attrs = append(attrs, "policy_file", p.cfg.PolicyFile)
+	}
+	if op.Host.Info().Simulated {
+		attrs = append(attrs, "simulated", fmt.Sprintf("SIMULATED host: %d GPUs, seed %d; nothing real is sampled or signalled", len(d.Devices()), o.Seed))
+	}
+	log.Info("vram serve started", attrs...)
+
+	var runErr error
+wait:
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				if err := d.Reload(rctx); err != nil {
+					log.Error("reload failed; the rules in force stay", "err", err)
+				}
+				cancel()
+				continue
+			}
+			log.Info("stopping", "signal", s.String())
+			break wait
+		case <-ctx.Done():
+			break wait
+		case err := <-served:
+			runErr = fmt.Errorf("HTTP server: %w", err)
+			break wait
+		case err := <-loop:
+			loop <- err
+			if err != nil {
+				runErr = fmt.Errorf("sampling loop: %w", err)
+			}
+			break wait
+		}
+	}
+
+	close(streams)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("HTTP server did not stop cleanly", "err", err)
+	}
+	stop()
+	if err := <-loop; err != nil && runErr == nil {
+		runErr = fmt.Errorf("sampling loop: %w", err)
+	}
+	if err := d.Close(); err != nil {
+		log.Error("stopping", "err", err)
+		if runErr == nil {
+			runErr = err
+		}
+	}
+	if runErr == nil {
+		log.Info("stopped")
+	}
+	return runErr
+}
+
+// podResourcesSocket is the kubelet socket the configuration names, or the
+// default one when the configuration leaves it open and it exists.
+func podResourcesSocket(c serve.Config) string {
+	if !c.PodResourcesAuto {
+		return c.PodResourcesSocket
+	}
+	if fi, err := os.Stat(c.PodResourcesSocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		return c.PodResourcesSocket
+	}
+	return ""
+}
+
+func gpuList(ids []gpu.Identity) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id.Index) + " " + id.Name
+	}
+	return strings.Join(parts, ", ")
+}

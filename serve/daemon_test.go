@@ -1,0 +1,362 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/store"
+)
+
+func TestState(t *testing.T) {
+	e := newEnv(t, 2, DefaultConfig())
+	if _, ok := e.d.State(); ok {
+		t.Fatal("a state before the first sample")
+	}
+	for range 5 {
+		e.step(time.Second)
+	}
+	s, ok := e.d.State()
+	if !ok {
+		t.Fatal("no state after 5 samples")
+	}
+	if s.Schema != api.Schema || !s.Simulated || s.Hostname != "node-1" || s.Mutations || !s.Time.Equal(e.clk.Now()) {
+		t.Errorf("state header = %+v", s)
+	}
+	if len(s.Devices) != 2 {
+		t.Fatalf("%d devices, want 2", len(s.Devices))
+	}
+	for _, d := range s.Devices {
+		if !d.Healthy || d.Error != "" || d.TotalBytes == 0 || d.UsedBytes == 0 || len(d.Recent) != 5 || d.RecentStep != 1 || d.UtilPercent < 0 {
+			t.Errorf("device = %+v", d)
+		}
+		if d.Recent[4] != d.UsedBytes {
+			t.Errorf("device %d: newest recent value %d, used %d", d.Index, d.Recent[4], d.UsedBytes)
+		}
+	}
+	if len(s.Processes) < 7 {
+		t.Fatalf("%d processes, want GPU 0's seven and more", len(s.Processes))
+	}
+	for i, p := range s.Processes {
+		if i > 0 && p.UsedBytes > s.Processes[i-1].UsedBytes {
+			t.Errorf("processes not largest first at %d", i)
+		}
+		if p.GPU == "" || p.PID == 0 || p.Flags == nil || len(p.Recent) != 5 || strings.ContainsAny(p.Command, "\n\x1b") {
+			t.Errorf("process = %+v", p)
+		}
+		if p.Leak == nil || p.Leak.Verdict != "unknown" {
+			t.Errorf("process %d after 5 s: leak = %+v, want an unknown verdict", p.PID, p.Leak)
+		}
+	}
+	if len(s.Alerts) != 0 {
+		t.Errorf("alerts without rules: %+v", s.Alerts)
+	}
+}
+
+func TestRecentRing(t *testing.T) {
+	r := newRing(3)
+	if v := r.values(); len(v) != 0 {
+		t.Errorf("empty ring = %v", v)
+	}
+	for i := uint64(1); i <= 5; i++ {
+		r.push(i)
+	}
+	if v := r.values(); len(v) != 3 || v[0] != 3 || v[2] != 5 {
+		t.Errorf("ring = %v, want [3 4 5]", v)
+	}
+}
+
+func TestHistoryFoldsPeaks(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	start := t0.Add(-time.Hour)
+	snap := func(at time.Duration, used, free uint64, util uint32, procs ...gpu.Process) *gpu.Snapshot {
+		return &gpu.Snapshot{Time: t0.Add(at), Devices: []gpu.DeviceState{
+			{Identity: gpu.Identity{UUID: "GPU-a", Name: "H"}, Memory: gpu.Memory{Total: 100, Used: used, Free: free, Reserved: 10}, Utilization: gpu.Utilization{GPU: util, Known: true}},
+			{Identity: gpu.Identity{UUID: "GPU-b"}, Err: errors.New("lost")},
+		}, Processes: procs}
+	}
+	p := func(pid uint32, mem uint64, f gpu.Flags) gpu.Process {
+		return gpu.Process{PID: pid, DeviceUUID: "GPU-a", Memory: mem, MemoryKnown: true, StartTime: start, Flags: f, Cmdline: []string{"x"}}
+	}
+	var h histAcc
+	if _, ok := h.take(); ok {
+		t.Fatal("an empty interval gave a tick")
+	}
+	h.add(snap(0, 50, 40, 10, p(1, 30, 0), p(2, 5, gpu.FlagIdle)))
+	h.add(snap(time.Second, 70, 20, 5, p(1, 60, gpu.FlagOrphaned)))
+	h.add(snap(2*time.Second, 40, 50, 0, p(1, 20, 0), p(3, 7, 0)))
+	tick, ok := h.take()
+	if !ok {
+		t.Fatal("no tick")
+	}
+	if !tick.Time.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("tick time %v, want the newest sample's", tick.Time)
+	}
+	want := store.DeviceSample{UUID: "GPU-a", Model: "H", Used: 70, Free: 20, Reserved: 10, Total: 100, Util: 10}
+	if len(tick.Devices) != 1 || tick.Devices[0] != want {
+		t.Errorf("devices = %+v, want only GPU-a with its peak %+v", tick.Devices, want)
+	}
+	got := map[uint32]store.ProcessSample{}
+	for _, ps := range tick.Processes {
+		got[ps.PID] = ps
+	}
+	if len(got) != 3 || got[1].Bytes != 60 || got[1].Flags != gpu.FlagOrphaned || got[2].Bytes != 5 || got[2].Flags != gpu.FlagIdle || got[3].Bytes != 7 {
+		t.Errorf("processes = %+v", tick.Processes)
+	}
+	if _, ok := h.take(); ok {
+		t.Error("take did not start a new interval")
+	}
+}
+
+func TestHistoryWritten(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.HistoryInterval = 5 * time.Second
+	e := newEnv(t, 2, cfg)
+	t0 := e.clk.Now()
+	for range 21 {
+		e.step(time.Second)
+	}
+	e.flush(t)
+	uuid := e.d.Devices()[0].UUID
+	pts, err := e.d.DeviceHistory(context.Background(), uuid, api.HistoryQuery{From: t0, To: e.clk.Now().Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Samples at 1..21 s: written at 1 s (the first), then at 6, 11, 16, 21.
+	if len(pts) != 5 {
+		t.Fatalf("%d history points, want 5: %+v", len(pts), pts)
+	}
+	for i, p := range pts {
+		if want := t0.Add(time.Duration(1+5*i) * time.Second); !p.Time.Equal(want) {
+			t.Errorf("point %d at %v, want %v", i, p.Time, want)
+		}
+		if p.Used.Max == 0 || p.Total == 0 || p.Util == nil {
+			t.Errorf("point %d = %+v", i, p)
+		}
+	}
+	if _, err := e.d.DeviceHistory(context.Background(), "GPU-nope", api.HistoryQuery{From: t0, To: e.clk.Now()}); !errors.Is(err, api.ErrNotFound) {
+		t.Errorf("unknown GPU: %v", err)
+	}
+	if _, err := e.d.DeviceHistory(context.Background(), uuid, api.HistoryQuery{From: t0, To: t0}); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("empty range: %v", err)
+	}
+	s, _ := e.d.State()
+	p := s.Processes[0]
+	pp, err := e.d.ProcessHistory(context.Background(), p.GPU, p.PID, api.HistoryQuery{From: t0, To: e.clk.Now().Add(time.Second), Step: 10 * time.Second})
+	if err != nil || len(pp) == 0 {
+		t.Fatalf("process history: %d points, %v", len(pp), err)
+	}
+	for _, x := range pp {
+		if x.PID != p.PID || !x.StartTime.Equal(p.StartTime) || x.Bytes.Max == 0 || x.Flags == nil {
+			t.Errorf("process point = %+v", x)
+		}
+	}
+}
+
+func TestFailingDevice(t *testing.T) {
+	e := newEnv(t, 3, DefaultConfig())
+	e.step(time.Second)
+	s, _ := e.d.State()
+	on1 := 0
+	for _, p := range s.Processes {
+		if p.GPUIndex == 1 {
+			on1++
+		}
+	}
+	if on1 == 0 {
+		t.Fatal("no process on GPU 1 to watch")
+	}
+	tracked := len(e.d.procs)
+	if err := e.sim.FailDevice(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.step(time.Second)
+	s, _ = e.d.State()
+	d1 := s.Devices[1]
+	if d1.Healthy || !strings.Contains(d1.Error, "ERROR_GPU_IS_LOST") || d1.UsedBytes != 0 {
+		t.Errorf("failed GPU = %+v, want unhealthy with NVML's error", d1)
+	}
+	if !s.Devices[0].Healthy || !s.Devices[2].Healthy {
+		t.Error("the other GPUs were marked unhealthy")
+	}
+	for _, p := range s.Processes {
+		if p.GPUIndex == 1 {
+			t.Errorf("a process of the failed GPU is listed: %+v", p)
+		}
+	}
+	if len(e.d.procs) != tracked {
+		t.Errorf("tracks %d, want %d: the failed GPU's processes keep their detectors", len(e.d.procs), tracked)
+	}
+	if len(s.Warnings) == 0 || !strings.Contains(e.log.String(), "GPU unhealthy") {
+		t.Errorf("no warning (%q) or log line for the failed GPU", s.Warnings)
+	}
+
+	// Every GPU fails: the sample fails, the loop goes on.
+	for i := range 3 {
+		e.sim.FailDevice(i, errors.New("driver gone"))
+	}
+	e.step(time.Second)
+	s, ok := e.d.State()
+	if !ok || len(s.Processes) != 0 || len(s.Devices) != 3 {
+		t.Fatalf("state after a failed sample: %+v", s)
+	}
+	for _, d := range s.Devices {
+		if d.Healthy || !strings.Contains(d.Error, "driver gone") {
+			t.Errorf("device %d = %+v", d.Index, d)
+		}
+	}
+	if got := metricSum(t, e.d, "vram_daemon_sample_failures_total", nil); got != 1 {
+		t.Errorf("sample failures = %v, want 1", got)
+	}
+	for i := range 3 {
+		e.sim.RestoreDevice(i)
+	}
+	e.step(time.Second)
+	s, _ = e.d.State()
+	for _, d := range s.Devices {
+		if !d.Healthy || d.Error != "" {
+			t.Errorf("device %d not healthy again: %+v", d.Index, d)
+		}
+	}
+	if !strings.Contains(e.log.String(), "GPU healthy again") {
+		t.Error("no log line for the recovery")
+	}
+}
+
+func TestXidMarksUnhealthy(t *testing.T) {
+	e := newEnv(t, 2, DefaultConfig())
+	e.step(time.Second)
+	uuid := e.d.Devices()[1].UUID
+	e.d.xidCh <- gpu.XidEvent{Time: e.clk.Now(), Index: 1, UUID: uuid, Xid: 79}
+	e.step(time.Second)
+	s, _ := e.d.State()
+	if d := s.Devices[1]; d.Healthy || !strings.HasPrefix(d.Error, "Xid 79 (GPU has fallen off the bus) at ") || d.UsedBytes == 0 {
+		t.Errorf("device after an Xid = %+v, want unhealthy with the Xid, still sampled", d)
+	}
+	if !s.Devices[0].Healthy {
+		t.Error("the other GPU was marked unhealthy")
+	}
+	e.step(DefaultXidHold - 2*time.Second)
+	if s, _ := e.d.State(); s.Devices[1].Healthy {
+		t.Error("healthy before the hold ended")
+	}
+	e.step(2 * time.Second)
+	if s, _ := e.d.State(); !s.Devices[1].Healthy {
+		t.Errorf("still unhealthy after the hold: %+v", s.Devices[1])
+	}
+}
+
+// fakeXid hands out queued events, then times out.
+type fakeXid struct {
+	ch     chan gpu.XidEvent
+	closed chan struct{}
+}
+
+func (f *fakeXid) Wait(timeout time.Duration) (gpu.XidEvent, bool, error) {
+	select {
+	case ev := <-f.ch:
+		return ev, true, nil
+	case <-time.After(min(timeout, 50*time.Millisecond)):
+		return gpu.XidEvent{}, false, nil
+	}
+}
+
+func (f *fakeXid) Close() error { close(f.closed); return nil }
+
+func TestXidSourceThroughRun(t *testing.T) {
+	src := &fakeXid{ch: make(chan gpu.XidEvent, 1), closed: make(chan struct{})}
+	cfg := DefaultConfig()
+	cfg.Interval = 10 * time.Millisecond
+	cfg.HistoryInterval = 10 * time.Millisecond
+	e := newEnv(t, 2, cfg, func(o *Options) { o.Xid, o.NoXid, o.Now = src, false, nil })
+	e.d.sampler = mustSampler(t, e.host, e.sim, time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.d.Run(ctx) }()
+	src.ch <- gpu.XidEvent{Time: time.Now(), Index: 0, UUID: e.d.Devices()[0].UUID, Xid: 48}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s, ok := e.d.State(); ok && !s.Devices[0].Healthy && strings.HasPrefix(s.Devices[0].Error, "Xid 48") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Xid never reached the state")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-src.closed:
+	default:
+		t.Error("Close did not close the Xid source")
+	}
+}
+
+func mustSampler(t *testing.T, h gpu.Host, sim *gpu.Sim, now func() time.Time) *gpu.Sampler {
+	t.Helper()
+	s, err := gpu.NewSampler(h, gpu.SamplerOptions{Procs: sim, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestDetectorsFollowLifetimes(t *testing.T) {
+	e := newEnv(t, 1, DefaultConfig())
+	e.step(time.Second)
+	snap, err := e.d.sampler.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leak := byShape(t, snap, "leak")
+	k := keyOf(leak)
+	if e.d.procs[k] == nil {
+		t.Fatalf("no track for %+v", k)
+	}
+	e.host.setHidden(leak.PID, true)
+	e.step(time.Second)
+	if e.d.procs[k] != nil {
+		t.Error("the track of an exited process was kept")
+	}
+	e.host.setHidden(leak.PID, false)
+	e.step(time.Second)
+	if tr := e.d.procs[k]; tr == nil || tr.recent.values()[0] == 0 || len(tr.recent.values()) != 1 {
+		t.Errorf("a process that reappears starts a new track: %+v", tr)
+	}
+}
+
+func TestLeakConfirmed(t *testing.T) {
+	e := newEnv(t, 1, DefaultConfig())
+	var leakPID uint32
+	for i := range 150 {
+		e.step(time.Second)
+		if i == 0 {
+			snap, _ := e.d.sampler.Sample()
+			leakPID = byShape(t, snap, "leak").PID
+		}
+	}
+	s, _ := e.d.State()
+	for _, p := range s.Processes {
+		switch {
+		case p.PID == leakPID:
+			if p.Leak == nil || p.Leak.Verdict != "leak" || p.Leak.Slope <= 0 {
+				t.Errorf("the leaking process after 150 s: %+v", p.Leak)
+			}
+		case p.Leak != nil && p.Leak.Verdict == "leak":
+			t.Errorf("process %d (%s) called leaking: %+v", p.PID, p.Command, p.Leak)
+		}
+	}
+	if n := len(metricSeries(t, e.d, "vram_process_leak_slope_bytes_per_second", nil)); n != 1 {
+		t.Errorf("%d slope series, want the confirmed leak's only", n)
+	}
+}

@@ -1,0 +1,105 @@
+package serve
+
+// History: the samples of each history_interval folded into one tick for
+// the store.
+
+import (
+	"time"
+
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/store"
+)
+
+// histAcc folds the samples of one history interval into one tick that
+// keeps the peaks: per device the highest used memory (with the lowest
+// free memory and the highest utilization), per process lifetime the most
+// bytes and every flag it had. A process that existed for part of the
+// interval is in the tick; a device whose queries failed at every sample
+// is not. The tick is stamped with the time of its newest sample.
+type histAcc struct {
+	n     int // samples folded
+	time  time.Time
+	devs  []store.DeviceSample
+	devAt map[string]int
+	procs []store.ProcessSample
+	pAt   map[procKey]int
+}
+
+func (h *histAcc) add(snap *gpu.Snapshot) {
+	if h.devAt == nil {
+		h.devAt, h.pAt = map[string]int{}, map[procKey]int{}
+	}
+	h.n++
+	h.time = snap.Time
+	for _, ds := range snap.Devices {
+		if ds.Err != nil {
+			continue
+		}
+		util := -1
+		if ds.Utilization.Known {
+			util = int(ds.Utilization.GPU)
+		}
+		i, ok := h.devAt[ds.UUID]
+		if !ok {
+			h.devAt[ds.UUID] = len(h.devs)
+			h.devs = append(h.devs, store.DeviceSample{
+				UUID: ds.UUID, Model: ds.Name, Used: ds.Memory.Used, Reserved: ds.Memory.Reserved,
+				Free: ds.Memory.Free, Total: ds.Memory.Total, Util: util,
+			})
+			continue
+		}
+		s := &h.devs[i]
+		s.Used, s.Free, s.Util = max(s.Used, ds.Memory.Used), min(s.Free, ds.Memory.Free), max(s.Util, util)
+		s.Reserved, s.Total = ds.Memory.Reserved, ds.Memory.Total
+	}
+	for _, p := range snap.Processes {
+		bytes := p.Memory
+		if !p.MemoryKnown {
+			bytes = 0
+		}
+		k := keyOf(p)
+		i, ok := h.pAt[k]
+		if !ok {
+			h.pAt[k] = len(h.procs)
+			h.procs = append(h.procs, store.ProcessSample{
+				GPU: p.DeviceUUID, PID: p.PID, StartTime: p.StartTime, User: p.User,
+				Command: p.Command(), Bytes: bytes, Flags: p.Flags,
+			})
+			continue
+		}
+		s := &h.procs[i]
+		s.Bytes, s.Flags = max(s.Bytes, bytes), s.Flags|p.Flags
+	}
+}
+
+// take returns the folded tick and starts the next interval; ok is false
+// when no sample was folded.
+func (h *histAcc) take() (store.Tick, bool) {
+	if h.n == 0 {
+		return store.Tick{}, false
+	}
+	t := store.Tick{Time: h.time, Devices: h.devs, Processes: h.procs}
+	*h = histAcc{}
+	return t, true
+}
+
+// history folds the sample and writes a tick when history_interval has
+// passed since the last one (the first sample is written at once).
+func (d *Daemon) history(snap *gpu.Snapshot) {
+	d.hist.add(snap)
+	if !d.lastHW.IsZero() && snap.Time.Sub(d.lastHW) < d.cfg.HistoryInterval {
+		return
+	}
+	if t, ok := d.hist.take(); ok {
+		d.w.tick(t)
+		d.lastHW = snap.Time
+	}
+}
+
+// flushHistory writes the samples of the interval in progress (at
+// shutdown).
+func (d *Daemon) flushHistory() {
+	if t, ok := d.hist.take(); ok {
+		d.w.tick(t)
+	}
+}

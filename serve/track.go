@@ -1,0 +1,313 @@
+package serve
+
+// What the sampling goroutine remembers between samples: each device's
+// health and recent memory, each process lifetime's detector and recent
+// memory; and the immutable State built from them at every sample.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/metrics"
+)
+
+// devTrack is one sampled device.
+type devTrack struct {
+	id      gpu.Identity
+	recent  *ring
+	healthy bool
+	err     string // why not healthy
+	// The newest Xid and until when it keeps the device unhealthy.
+	xid      uint64
+	xidAt    time.Time
+	xidUntil time.Time
+	last     gpu.DeviceState // the newest successful sample
+	sampled  bool            // last holds a sample
+}
+
+// procKey identifies a process lifetime on one GPU: a reused PID has a new
+// start time and therefore a new key (start is Unix nanoseconds, 0 when
+// unknown).
+type procKey struct {
+	gpu   string
+	pid   uint32
+	start int64
+}
+
+func keyOf(p gpu.Process) procKey {
+	k := procKey{gpu: p.DeviceUUID, pid: p.PID}
+	if !p.StartTime.IsZero() {
+		k.start = p.StartTime.UnixNano()
+	}
+	return k
+}
+
+// procTrack is one process lifetime on one GPU.
+type procTrack struct {
+	det         *detect.Detector
+	confirm     detect.Confirm
+	verdict     detect.Verdict
+	judged      bool // verdict holds a verdict
+	confirmed   bool // the leak is confirmed (Confirm)
+	lastVerdict time.Time
+	recent      *ring
+	idleSince   time.Time // zero when not flagged idle
+	seen        uint64    // the tick that last listed it
+	device      int       // NVML index
+	display     string    // the command line as shown (gpu.Printable), read once
+	// recentOut is the last Recent handed to a State and when: at sample
+	// intervals under a second it is rebuilt once a second (a sparkline
+	// needs no more, and at 1,600 processes the copies cost).
+	recentOut []uint64
+	recentAt  time.Time
+}
+
+// recentValues returns the Recent slice for a State at time now.
+func (t *procTrack) recentValues(now time.Time) []uint64 {
+	if t.recentOut == nil || now.Sub(t.recentAt) >= time.Second || now.Before(t.recentAt) {
+		t.recentOut, t.recentAt = t.recent.values(), now
+	}
+	return t.recentOut
+}
+
+// health updates each device's health from the sample (a failed query
+// marks it unhealthy, a good one healthy again) and from the Xid events
+// received since the last sample.
+func (d *Daemon) health(now time.Time, snap *gpu.Snapshot, sampleErr error) {
+drain:
+	for {
+		select {
+		case ev := <-d.xidCh:
+			d.onXid(ev)
+		default:
+			break drain
+		}
+	}
+	for i, t := range d.devs {
+		wasHealthy, wasErr := t.healthy, t.err
+		var qerr error
+		switch {
+		case sampleErr != nil:
+			qerr = sampleErr
+		case i < len(snap.Devices) && snap.Devices[i].Err != nil:
+			qerr = snap.Devices[i].Err
+		case i < len(snap.Devices):
+			t.last, t.sampled = snap.Devices[i], true
+		}
+		switch {
+		case qerr != nil:
+			t.healthy, t.err = false, qerr.Error()
+		case now.Before(t.xidUntil):
+			t.healthy, t.err = false, xidText(t.xid, t.xidAt)
+		default:
+			t.healthy, t.err = true, ""
+		}
+		switch {
+		case wasHealthy && !t.healthy:
+			d.log.Warn("GPU unhealthy", "gpu", t.id.Index, "uuid", t.id.UUID, "reason", t.err)
+		case !wasHealthy && t.healthy:
+			d.log.Info("GPU healthy again", "gpu", t.id.Index, "uuid", t.id.UUID, "was", wasErr)
+		case !t.healthy && t.err != wasErr:
+			d.log.Warn("GPU still unhealthy", "gpu", t.id.Index, "uuid", t.id.UUID, "reason", t.err)
+		}
+	}
+}
+
+func (d *Daemon) onXid(ev gpu.XidEvent) {
+	for _, t := range d.devs {
+		if t.id.Index == ev.Index || (ev.UUID != "" && t.id.UUID == ev.UUID) {
+			t.xid, t.xidAt, t.xidUntil = ev.Xid, ev.Time, ev.Time.Add(d.opts.XidHold)
+			d.log.Warn("Xid error", "gpu", t.id.Index, "uuid", t.id.UUID, "xid", ev.Xid, "meaning", gpu.XidMeaning(ev.Xid))
+			return
+		}
+	}
+	d.log.Warn("Xid error on a GPU this daemon does not sample", "gpu", ev.Index, "uuid", ev.UUID, "xid", ev.Xid)
+}
+
+func xidText(xid uint64, at time.Time) string {
+	s := fmt.Sprintf("Xid %d", xid)
+	if m := gpu.XidMeaning(xid); m != "" {
+		s += " (" + m + ")"
+	}
+	return s + " at " + at.UTC().Format(time.RFC3339)
+}
+
+// observe feeds the sample to the ring buffers and the detectors, creates
+// the tracks of new process lifetimes and drops those of processes that
+// are gone. A process on a device whose queries failed is kept: its
+// absence says nothing about it.
+func (d *Daemon) observe(snap *gpu.Snapshot) {
+	failed := map[string]bool{}
+	for i, ds := range snap.Devices {
+		if ds.Err != nil {
+			failed[ds.UUID] = true
+			continue
+		}
+		if i < len(d.devs) {
+			d.devs[i].recent.push(ds.Memory.Used)
+		}
+	}
+	for _, p := range snap.Processes {
+		k := keyOf(p)
+		t, ok := d.procs[k]
+		if !ok {
+			cfg := d.opts.Detector
+			for _, dt := range d.devs {
+				if dt.id.UUID == p.DeviceUUID {
+					cfg.Capacity = dt.last.Memory.Total
+				}
+			}
+			det, err := detect.New(cfg)
+			if err != nil { // checked in New; a capacity cannot make it fail
+				d.log.Error("leak detector", "err", err)
+				continue
+			}
+			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, display: p.DisplayCommand()}
+			d.procs[k] = t
+		}
+		t.seen = d.tickNo
+		if p.MemoryKnown {
+			t.det.Add(snap.Time, p.Memory)
+			t.recent.push(p.Memory)
+		}
+		switch {
+		case p.Flags&gpu.FlagIdle == 0:
+			t.idleSince = time.Time{}
+		case t.idleSince.IsZero():
+			t.idleSince = snap.Time
+		}
+	}
+	for k, t := range d.procs {
+		if t.seen != d.tickNo && !failed[k.gpu] {
+			delete(d.procs, k)
+		}
+	}
+}
+
+// judge recomputes the leak verdicts that are due, oldest first, at most
+// MaxVerdicts per sample, and hands the confirmed leaks' slopes to the
+// metrics.
+func (d *Daemon) judge(now time.Time) {
+	type due struct {
+		k procKey
+		t *procTrack
+	}
+	var todo []due
+	for k, t := range d.procs {
+		if t.seen == d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
+			todo = append(todo, due{k, t})
+		}
+	}
+	slices.SortFunc(todo, func(a, b due) int {
+		if c := a.t.lastVerdict.Compare(b.t.lastVerdict); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.k.gpu, b.k.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
+	})
+	for _, x := range todo[:min(len(todo), d.opts.MaxVerdicts)] {
+		v := x.t.det.Verdict()
+		x.t.verdict, x.t.judged, x.t.lastVerdict = v, true, now
+		was := x.t.confirmed
+		x.t.confirmed = x.t.confirm.Update(now, v)
+		if x.t.confirmed && !was {
+			d.log.Info("leak confirmed", "gpu", x.t.device, "pid", x.k.pid, "slope_bytes_per_second", v.Slope, "reason", v.Reason)
+		}
+	}
+	slopes := map[metrics.ProcessKey]float64{}
+	for k, t := range d.procs {
+		if t.confirmed {
+			slopes[metrics.ProcessKey{GPU: t.device, PID: k.pid}] = t.verdict.Slope
+		}
+	}
+	d.coll.SetLeakSlopes(slopes)
+}
+
+// idleFor is how long a process flagged idle has been idle: since the
+// sample that first flagged it, plus the sampler's idle window that the
+// flag needed.
+func (d *Daemon) idleFor(p gpu.Process) time.Duration {
+	t, ok := d.procs[keyOf(p)]
+	if !ok || t.idleSince.IsZero() {
+		return 0
+	}
+	return d.now().Sub(t.idleSince) + d.opts.IdleWindow
+}
+
+// leakOf is the api form of a process's verdict; nil before the first one.
+func leakOf(t *procTrack) *api.Leak {
+	if t == nil || !t.judged {
+		return nil
+	}
+	v := t.verdict
+	l := &api.Leak{Slope: v.Slope, Confidence: v.Confidence, Reason: v.Reason}
+	switch {
+	case t.confirmed:
+		l.Verdict = "leak"
+	case v.Kind == detect.NoLeak:
+		l.Verdict = "no_leak"
+	case v.Kind == detect.Leak:
+		l.Verdict = "unknown"
+		l.Reason = fmt.Sprintf("leak called, not yet confirmed (a call must hold %v): %s", detect.DefaultHold, v.Reason)
+	default:
+		l.Verdict = "unknown"
+	}
+	return l
+}
+
+// buildState makes the State every reader sees until the next sample. It
+// is never modified once published.
+func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Alert) *api.State {
+	step := d.cfg.Interval.Seconds()
+	s := &api.State{
+		Schema: api.Schema, Time: now, Hostname: d.hostname, Simulated: d.info.Simulated,
+		Mutations: d.cfg.MutationsEnabled(), Devices: make([]api.Device, 0, len(d.devs)),
+		Processes: []api.Process{}, Alerts: firing,
+	}
+	if s.Alerts == nil {
+		s.Alerts = []api.Alert{}
+	}
+	for i, t := range d.devs {
+		dev := api.Device{Index: t.id.Index, UUID: t.id.UUID, Name: t.id.Name, Healthy: t.healthy, Error: t.err, UtilPercent: -1, Recent: t.recent.values(), RecentStep: step}
+		if snap != nil && i < len(snap.Devices) && snap.Devices[i].Err == nil {
+			ds := snap.Devices[i]
+			dev.TotalBytes, dev.UsedBytes, dev.FreeBytes = ds.Memory.Total, ds.Memory.Used, ds.Memory.Free
+			dev.ReservedBytes, dev.ReservedKnown = ds.Memory.Reserved, ds.Memory.ReservedKnown
+			dev.UnattributedBytes = ds.Unattributed
+			if ds.Utilization.Known {
+				dev.UtilPercent = int(ds.Utilization.GPU)
+			}
+		}
+		s.Devices = append(s.Devices, dev)
+	}
+	if snap == nil {
+		return s
+	}
+	s.Warnings = snap.Warnings
+	for _, p := range snap.Processes {
+		t := d.procs[keyOf(p)]
+		ap := api.Process{
+			GPU: p.DeviceUUID, GPUIndex: p.Device, PID: p.PID, StartTime: p.StartTime, User: p.User,
+			UsedBytes: p.Memory, MemoryKnown: p.MemoryKnown, Flags: p.Flags.Names(),
+			Container: p.Container.ID, Leak: leakOf(t), RecentStep: step, Recent: []uint64{},
+		}
+		if !p.MemoryKnown {
+			ap.UsedBytes = 0
+		}
+		if t != nil {
+			ap.Command, ap.Recent = t.display, t.recentValues(now)
+		} else {
+			ap.Command = p.DisplayCommand()
+		}
+		if d.opts.Workload != nil {
+			w := d.opts.Workload(p)
+			ap.Pod, ap.Namespace, ap.ContainerName = w.Pod, w.Namespace, w.Container
+		}
+		s.Processes = append(s.Processes, ap)
+	}
+	return s
+}
