@@ -21,6 +21,7 @@ import (
 	"github.com/vramhq/vram/cli/reclaim"
 	"github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cli/run"
+	"github.com/vramhq/vram/cli/serve"
 	"github.com/vramhq/vram/cli/top"
 )
 
@@ -87,6 +88,7 @@ var commands = []func() *cobra.Command{
 	run.NewCmdFit,
 	reclaim.NewCmd,
 	replay.NewCmd,
+	serve.NewCmd,
 }
 
 // Main runs vram with args and returns the process exit code.
