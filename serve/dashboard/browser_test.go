@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -199,7 +200,7 @@ type shownCard struct {
 
 type shownRow struct {
 	Key, GPU, PID, User, Command, Title, Used, Growth, Workload string
-	GrowthLeak                                                  bool
+	GrowthLeak, GrowthCalm                                      bool
 	Flags                                                       []string // "flag:colour"
 	Spark, Buttons                                              int
 }
@@ -221,6 +222,7 @@ const readRows = `Array.from(document.querySelectorAll('#procs tbody tr')).map(t
   return {Key: tr.dataset.key, GPU: q('.c-gpu').textContent, PID: q('.c-pid').textContent,
     User: q('.c-user').textContent, Command: q('.c-command').textContent, Title: q('.c-command').title,
     Used: q('.c-used').textContent, Growth: q('.c-growth').textContent, GrowthLeak: q('.c-growth').classList.contains('leak'),
+    GrowthCalm: q('.c-growth').classList.contains('calm'),
     Workload: q('.c-workload').textContent,
     Flags: Array.from(tr.querySelectorAll('.c-flags .badge')).map(b => b.dataset.flag + ':' +
       ['red', 'orange', 'grey'].filter(k => b.classList.contains(k)).join('')),
@@ -293,7 +295,7 @@ func checkRows(t *testing.T, got []shownRow, s api.State, mutations bool) {
 		t.Fatalf("page shows %d process rows, the state has %d processes", len(got), len(s.Processes))
 	}
 	colour := map[string]string{"leak": "red", "orphaned": "orange", "zombie": "orange", "no_such_process": "orange",
-		"jupyter": "grey", "idle": "grey"}
+		"no-such-process": "orange", "jupyter": "grey", "idle": "grey"}
 	for i, p := range s.Processes { // the state is largest first, and so is the page by default
 		r := got[i]
 		var flags []string
@@ -307,10 +309,15 @@ func checkRows(t *testing.T, got []shownRow, s api.State, mutations bool) {
 		if len([]rune(cmd)) > 60 {
 			cmd = string([]rune(cmd)[:59]) + "…"
 		}
-		growth, leak := "—", false
-		if p.Leak != nil {
-			growth = fmt.Sprintf("%+.1f MiB/min", p.Leak.Slope*60/mib)
+		growth, leak, calm := "—", false, false
+		if p.Leak != nil && p.Leak.Verdict != "unknown" {
+			g := p.Leak.Slope * 60 / mib
+			growth = fmt.Sprintf("%+.1f MiB/min", g)
+			if math.Abs(g) >= 100 {
+				growth = fmt.Sprintf("%+.0f MiB/min", g)
+			}
 			leak = p.Leak.Verdict == "leak"
+			calm = !leak
 		}
 		workload := p.Pod
 		if p.Namespace != "" {
@@ -322,7 +329,7 @@ func checkRows(t *testing.T, got []shownRow, s api.State, mutations bool) {
 		}
 		want := shownRow{
 			Key: r.Key, GPU: strconv.Itoa(p.GPUIndex), PID: strconv.FormatUint(uint64(p.PID), 10), User: p.User,
-			Command: cmd, Title: p.Command, Used: bytesText(p.UsedBytes), Growth: growth, GrowthLeak: leak,
+			Command: cmd, Title: p.Command, Used: bytesText(p.UsedBytes), Growth: growth, GrowthLeak: leak, GrowthCalm: calm,
 			Workload: workload, Flags: flags, Spark: len(p.Recent), Buttons: buttons,
 		}
 		if fmt.Sprint(r) != fmt.Sprint(want) {

@@ -94,7 +94,12 @@ func (b *fakeBackend) build(now time.Time, after bool) api.State {
 	leak.Leak = &api.Leak{Verdict: "leak", Slope: leakSlope, Confidence: 0.97,
 		Reason: "grew 2.6 GiB in 58 min, steady (R² 0.98)"}
 	orphan := proc(gpu1, 1, pidOrphan, "erin", "python worker.py --shard 3", 9*gib+gib/2, "orphaned")
-	zombie := proc(gpu1, 1, pidZombie, "frank", "python train_dist.py --rank 1", gib+gib/4, "zombie")
+	// The sampler spells this flag with hyphens (gpu.Flags names).
+	zombie := proc(gpu1, 1, pidZombie, "frank", "python train_dist.py --rank 1", gib+gib/4, "no-such-process")
+	// The detector's two other verdicts: no leak (the slope shown, muted)
+	// and unknown (nothing shown).
+	train.Leak = &api.Leak{Verdict: "no_leak", Slope: 0.2 * mib / 60, Confidence: 0.8, Reason: "floor not rising"}
+	serveP.Leak = &api.Leak{Verdict: "unknown", Reason: "still warming up"}
 
 	gpu0Unattr := uint64(gib + gib/2)
 	if after {

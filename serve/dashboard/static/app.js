@@ -57,11 +57,13 @@
     if (s < 3600) return Math.round(s / 60) + ' min ago';
     return Math.round(s / 3600) + ' h ago';
   }
+  // growth is the leak detector's slope in MiB/min, or null while it has
+  // no verdict (no leak field, or "unknown": still warming up).
   function growth(p) {
     var l = p.leak;
-    if (!l || typeof l !== 'object') return null;
+    if (!l || typeof l !== 'object' || l.verdict === 'unknown') return null;
     var slope = num(l.slope_bytes_per_second, null);
-    return slope === null ? null : slope * 60 / MiB; // MiB per minute
+    return slope === null ? null : slope * 60 / MiB;
   }
 
   // ---- DOM helpers -------------------------------------------------------------
@@ -310,7 +312,7 @@
     c.health = el('span', { class: 'health' });
     c.histBtn = el('button', { type: 'button', class: 'link hist-btn', text: 'history' });
     c.histBtn.addEventListener('click', function () { showHistory(id, ''); });
-    c.uuid = el('div', { class: 'uuid', text: id });
+    c.uuid = el('span', { class: 'uuid', text: id });
     c.error = el('div', { class: 'health-error', hidden: true });
     c.segUsed = el('span', { class: 'seg used' });
     c.segUnattr = el('span', { class: 'seg unattr' });
@@ -327,12 +329,12 @@
     c.chart = el('div', { class: 'live-chart' });
     c.root = el('div', { class: 'card', 'data-uuid': id },
       el('div', { class: 'card-head' }, c.index, c.name, c.health, el('span', { class: 'spacer' }), c.histBtn),
-      c.uuid, c.error, c.bar,
+      el('div', { class: 'card-sub' }, c.uuid, el('span', { class: 'of' }, c.total, ' total')),
+      c.error, c.bar,
       el('div', { class: 'legend' },
         el('span', null, el('i', { class: 'key used' }), 'used ', c.used),
         el('span', null, el('i', { class: 'key reserved' }), 'reserved ', c.reserved),
-        el('span', null, el('i', { class: 'key free' }), 'free ', c.free),
-        el('span', { class: 'of' }, 'total ', c.total)),
+        el('span', null, el('i', { class: 'key free' }), 'free ', c.free)),
       el('div', { class: 'stats' },
         el('span', null, el('i', { class: 'key unattr' }), 'unattributed ', c.unattr),
         el('span', { class: 'util-box' }, 'utilization ', c.util, el('span', { class: 'util-bar' }, c.utilFill)),
@@ -443,10 +445,13 @@
 
   // ---- process table -----------------------------------------------------------
 
+  // Badge colours by flag. The sampler names flags with hyphens
+  // (no-such-process); both spellings are taken.
   var FLAG_CLASS = {
     leak: 'red', orphaned: 'orange', zombie: 'orange', no_such_process: 'orange',
     jupyter: 'grey', idle: 'grey', no_permission: 'grey'
   };
+  function flagClass(f) { return FLAG_CLASS[f.replace(/-/g, '_')] || 'grey'; }
 
   function flagsOf(p) {
     var f = arr(p.flags).map(str).filter(Boolean);
@@ -510,15 +515,17 @@
     setText(c.used, p.memory_known === false ? 'n/a' : bytes(p.used_bytes));
     sparkline(r, arr(p.recent));
     var g = growth(p), leak = !!(p.leak && obj(p.leak).verdict === 'leak');
-    setText(c.growth, g === null ? '—' : (g >= 0 ? '+' : '') + g.toFixed(1) + ' MiB/min');
+    setText(c.growth, g === null ? '—' : (g >= 0 ? '+' : '') + g.toFixed(Math.abs(g) >= 100 ? 0 : 1) + ' MiB/min');
     if (r.leak !== leak) { r.leak = leak; c.growth.classList.toggle('leak', leak); }
+    var calm = g !== null && !leak; // a verdict of no leak: the slope, muted
+    if (r.calm !== calm) { r.calm = calm; c.growth.classList.toggle('calm', calm); }
     setTitle(c.growth, p.leak ? str(obj(p.leak).reason) : '');
     var flags = flagsOf(p), fk = flags.join(' ');
     if (r.flags !== fk) {
       r.flags = fk;
       clear(c.flags);
       flags.forEach(function (f) {
-        c.flags.append(el('span', { class: 'badge flag ' + (FLAG_CLASS[f] || 'grey'), 'data-flag': f, text: f.replace(/_/g, ' ') }));
+        c.flags.append(el('span', { class: 'badge flag ' + flagClass(f), 'data-flag': f, text: f.replace(/[_-]/g, ' ') }));
       });
     }
     setText(c.workload, workload(p));
