@@ -48,12 +48,14 @@
 // mirror image for resolution: a value hovering at the threshold would
 // otherwise fire and resolve every second. A process that leaves the sample
 // (it exited, or released its memory and left NVML's list) resolves its
-// alerts at once, and so does a GPU that leaves it; the daemon keeps a lost
-// GPU in its samples, marked unhealthy, so that device_unhealthy can fire.
+// alerts at once, and so does a GPU that leaves it. So the daemon should keep
+// a lost GPU in its samples, marked unhealthy, for device_unhealthy to fire
+// rather than resolve.
 //
 // A GPU whose memory could not be read (Device.Total is 0) has unknown
-// figures: the memory rules leave its instances as they are, neither
-// advancing a pending one nor resolving a firing one, until figures return.
+// figures. The memory rules then keep its firing alerts as they are (an error
+// resolves nothing) and start its pending ones over (the condition was not
+// seen holding throughout For, so it does not fire on a guess).
 //
 // Evaluate returns transitions in a fixed order (rule order, then GPU index,
 // PID and start time) so that the same samples always give the same alerts.
@@ -68,8 +70,8 @@
 // # Messages
 //
 // Every alert's message is one line a person can act on, with figures in
-// binary units: "GPU 0 (NVIDIA H200): 92% used (129.10 GiB of 140.40 GiB)
-// for 5m0s". Percentages are truncated, never rounded up, so a figure
+// binary units: "GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00
+// GiB) for 5m0s". Percentages are truncated, never rounded up, so a figure
 // shown is never above a threshold it is under. Command lines and driver
 // error strings pass through gpu.Printable and are shortened.
 //

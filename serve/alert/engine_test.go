@@ -119,6 +119,13 @@ func TestEngine(t *testing.T) {
 			{2 * time.Second, []Device{h200(0, 50*gib)}, nil, []string{
 				"resolved full warning GPU-0: GPU 0 (NVIDIA H200): 50% used (50.00 GiB of 100.00 GiB), under 90% again"}},
 		}},
+		{"a GPU without figures starts a pending alert over", []Rule{full}, []step{
+			{0, []Device{h200(0, 95*gib)}, nil, nil},
+			{2 * time.Minute, []Device{{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200"}}, nil, nil},
+			{5 * time.Minute, []Device{h200(0, 95*gib)}, nil, nil},
+			{10 * time.Minute, []Device{h200(0, 95*gib)}, nil, []string{
+				"firing full warning GPU-0: GPU 0 (NVIDIA H200): 95% used (95.00 GiB of 100.00 GiB) for 5m0s"}},
+		}},
 		{"a GPU that leaves the sample resolves", []Rule{{Name: "full", When: WhenUsedAbove, Percent: 90}}, []step{
 			{0, []Device{h200(0, 95*gib), h200(1, 99*gib)}, nil, []string{
 				"firing full warning GPU-0: GPU 0 (NVIDIA H200): 95% used (95.00 GiB of 100.00 GiB)",
