@@ -1,7 +1,7 @@
 // Package deploy holds no code: it is the home of vram's deployment files and
 // of the tests that check them without a cluster, a helm binary or a network.
 //
-// The files, for the node daemon `vram serve` (not built yet; docs/deploy.md):
+// The files, for the node daemon `vram serve` (docs/serve.md, docs/deploy.md):
 //
 //	kubernetes/daemonset.yaml  Namespace, ServiceAccount, ConfigMap, DaemonSet,
 //	                           Service and ServiceMonitor, ready for kubectl apply

@@ -16,6 +16,8 @@ import (
 	"text/template"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vramhq/vram/serve"
 )
 
 const chartDir = "helm/vram"
@@ -268,6 +270,16 @@ func TestChartRenders(t *testing.T) {
 			values: obj{"readonly": false},
 			want:   func(p posture) posture { p.readonly = false; return p },
 			notes:  []string{"mutating API calls stay disabled"},
+		},
+		{
+			name:   "loopback address",
+			values: obj{"addr": obj{"host": "127.0.0.1"}},
+			extra: func(t *testing.T, docs []obj) {
+				cfg, err := serve.ParseConfig("config.yaml", []byte(strAt(byKind(docs)["ConfigMap"][0], "data", "config.yaml")))
+				if err != nil || cfg.HTTP.AllowRemote {
+					t.Errorf("loopback --addr: allow_remote %v, %v; want false", cfg.HTTP.AllowRemote, err)
+				}
+			},
 		},
 		{
 			name:     "no ServiceMonitor",

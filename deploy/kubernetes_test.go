@@ -8,11 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/vramhq/vram/policy"
+	"github.com/vramhq/vram/serve"
+	"github.com/vramhq/vram/serve/api"
 )
 
 // posture is what the checks expect of one rendering of the daemon's
@@ -72,7 +71,7 @@ func checkObjects(docs []obj, want posture) []string {
 		bad("ServiceAccount mounts an API token the daemon does not need")
 	}
 	p = append(p, checkDaemonSet(ds, strAt(sa, "metadata", "name"), strAt(cm, "metadata", "name"), want)...)
-	p = append(p, checkConfig(cm, want)...)
+	p = append(p, checkConfig(cm, addrArg(ds), want)...)
 	p = append(p, checkService(svc, ds)...)
 	if want.monitor {
 		p = append(p, checkServiceMonitor(kinds["ServiceMonitor"][0], svc, want)...)
@@ -300,37 +299,44 @@ func checkDaemonSet(ds obj, serviceAccount, configMap string, want posture) []st
 	return p
 }
 
-// checkConfig checks the daemon's configuration file in the ConfigMap.
-func checkConfig(cm obj, want posture) []string {
+// checkConfig checks the daemon's configuration file in the ConfigMap,
+// read with the daemon's own reader, against the posture and the --addr the
+// DaemonSet passes.
+func checkConfig(cm obj, addr string, want posture) []string {
 	text := strAt(cm, "data", "config.yaml")
-	var cfg obj
-	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil || cfg == nil {
+	cfg, err := serve.ParseConfig("config.yaml", []byte(text))
+	if err != nil {
 		return []string{fmt.Sprintf("ConfigMap config.yaml: %v", err)}
 	}
 	var p []string
-	if ro, ok := lookupT[bool](cfg, "readonly"); !ok || ro != want.readonly {
-		p = append(p, fmt.Sprintf("config readonly=%v, want %v", cfg["readonly"], want.readonly))
+	if cfg.HTTP.ReadOnly != want.readonly {
+		p = append(p, fmt.Sprintf("config http.read_only=%v, want %v", cfg.HTTP.ReadOnly, want.readonly))
 	}
-	if on, ok := lookupT[bool](cfg, "policies", "enabled"); !ok || on != want.policies {
-		p = append(p, fmt.Sprintf("config policies.enabled=%v, want %v", on, want.policies))
-	}
-	tokenFile := strAt(cfg, "api", "token_file")
+	tokenFile := cfg.HTTP.TokenFile
 	if (tokenFile != "") != (want.tokenSecret != "") || tokenFile != "" && path.Dir(tokenFile) != "/etc/vram-token" {
-		p = append(p, fmt.Sprintf("config api.token_file=%q with token Secret %q", tokenFile, want.tokenSecret))
+		p = append(p, fmt.Sprintf("config http.token_file=%q with token Secret %q", tokenFile, want.tokenSecret))
 	}
-	for _, k := range []string{"raw", "aggregate"} {
-		if d, err := time.ParseDuration(strAt(cfg, "retention", k)); err != nil || d <= 0 {
-			p = append(p, fmt.Sprintf("config retention.%s=%v: want a positive duration", k, lookupOr(cfg, "retention", k)))
-		}
+	if cfg.HTTP.Mutations != (want.tokenSecret != "") {
+		p = append(p, fmt.Sprintf("config http.mutations=%v with token Secret %q", cfg.HTTP.Mutations, want.tokenSecret))
 	}
-	if d, err := time.ParseDuration(strAt(cfg, "sample_interval")); err != nil || d <= 0 {
-		p = append(p, fmt.Sprintf("config sample_interval=%v: want a positive duration", cfg["sample_interval"]))
+	// The pod IP is not loopback: the daemon refuses it without allow_remote.
+	host := strings.ReplaceAll(addr, "$(POD_IP)", "10.1.2.3")
+	if err := api.CheckListen(host, cfg.HTTP.AllowRemote); err != nil {
+		p = append(p, fmt.Sprintf("--addr=%s with config http.allow_remote=%v: the daemon would refuse to start: %v", addr, cfg.HTTP.AllowRemote, err))
 	}
-	// The policy file must be in the ConfigMap and parse with the daemon's
-	// own reader; nothing is signalled until an operator says so.
-	file := strAt(cfg, "policies", "file")
+	// Policies are evaluated only when policy_file is set, which goes with
+	// CAP_KILL; the file must be in the ConfigMap and parse with the
+	// daemon's own reader, and nothing is signalled until an operator says
+	// so.
+	file := cfg.PolicyFile
+	if (file != "") != want.policies {
+		p = append(p, fmt.Sprintf("config policy_file=%q with policies %v", file, want.policies))
+	}
+	if file == "" {
+		file = "/etc/vram/policy.yaml"
+	}
 	if path.Dir(file) != "/etc/vram" {
-		p = append(p, fmt.Sprintf("config policies.file=%q is not in the ConfigMap mount", file))
+		p = append(p, fmt.Sprintf("config policy_file=%q is not in the ConfigMap mount", file))
 	} else if body, ok := lookupT[string](cm, "data", path.Base(file)); !ok {
 		p = append(p, fmt.Sprintf("ConfigMap has no %s", path.Base(file)))
 	} else if pol, err := policy.Parse(path.Base(file), []byte(body)); err != nil {
@@ -338,11 +344,21 @@ func checkConfig(cm obj, want posture) []string {
 	} else if !pol.DryRun && !want.policies {
 		p = append(p, "policy file is not dry_run while policies are off")
 	}
-	sock := strAt(cfg, "kubernetes", "pod_resources_socket")
-	if (sock != "") != want.podResources || sock != "" && !strings.HasPrefix(sock, "/var/lib/kubelet/pod-resources/") {
-		p = append(p, fmt.Sprintf("config kubernetes.pod_resources_socket=%q, pod-resources %v", sock, want.podResources))
+	sock := cfg.PodResourcesSocket
+	if cfg.PodResourcesAuto || (sock != "") != want.podResources || sock != "" && !strings.HasPrefix(sock, "/var/lib/kubelet/pod-resources/") {
+		p = append(p, fmt.Sprintf("config kubernetes.pod_resources_socket=%q (set: %v), pod-resources %v", sock, !cfg.PodResourcesAuto, want.podResources))
 	}
 	return p
+}
+
+// addrArg is the --addr the DaemonSet's container passes.
+func addrArg(ds obj) string {
+	for _, a := range listAt(mapAt(ds, "spec", "template", "spec", "containers", "0"), "args") {
+		if v, ok := strings.CutPrefix(fmt.Sprint(a), "--addr="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func checkService(svc, ds obj) []string {
@@ -479,8 +495,11 @@ func TestChecksCatchDamage(t *testing.T) {
 		{"monitor misses service", set([]string{"ServiceMonitor", "spec", "selector", "matchLabels", "app.kubernetes.io/component"}, "x"), "ServiceMonitor: selector"},
 		{"target pod label kept", set([]string{"ServiceMonitor", "spec", "endpoints", "0", "relabelings"}, []any{}), "pod and namespace labels"},
 		{"token mounted", set([]string{"ServiceAccount", "automountServiceAccountToken"}, true), "API token"},
-		{"policies on in config", set([]string{"ConfigMap", "data", "config.yaml"}, "readonly: true\npolicies: {enabled: true}\napi: {token_file: \"\"}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "policies.enabled"},
-		{"read-write config", set([]string{"ConfigMap", "data", "config.yaml"}, "readonly: false\npolicies: {enabled: false}\napi: {token_file: \"\"}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "config readonly"},
+		{"policies on in config", set([]string{"ConfigMap", "data", "config.yaml"}, "version: 1\npolicy_file: /etc/vram/policy.yaml\nhttp: {read_only: true, allow_remote: true}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "config policy_file"},
+		{"read-write config", set([]string{"ConfigMap", "data", "config.yaml"}, "version: 1\nhttp: {read_only: false, allow_remote: true}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "config http.read_only"},
+		{"remote address refused", set([]string{"ConfigMap", "data", "config.yaml"}, "version: 1\nhttp: {read_only: true}\nkubernetes: {pod_resources_socket: /var/lib/kubelet/pod-resources/kubelet.sock}\n"), "would refuse to start"},
+		{"socket left to chance", set([]string{"ConfigMap", "data", "config.yaml"}, "version: 1\nhttp: {read_only: true, allow_remote: true}\n"), "pod_resources_socket"},
+		{"config the daemon refuses", set([]string{"ConfigMap", "data", "config.yaml"}, "version: 1\nsample_interval: 1s\n"), "sample_interval: unknown field"},
 		{"broken policy file", set([]string{"ConfigMap", "data", "policy.yaml"}, "version: 1\nreclaim:\n  - name: x\n    when: [sleepy]\n"), "policy.yaml"},
 		{"rbac", func(docs []obj) {}, "RBAC"},
 	} {

@@ -14,6 +14,9 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vramhq/vram/serve"
+	"github.com/vramhq/vram/serve/api"
 )
 
 // unit is a parsed systemd unit file: section → key → values in file order
@@ -359,14 +362,21 @@ func TestConfigSchemasAgree(t *testing.T) {
 	if !slices.Equal(a, b) {
 		t.Errorf("systemd/config.yaml keys %q\nConfigMap config.yaml keys %q", a, b)
 	}
-	var cfg obj
-	if err := yaml.Unmarshal(host, &cfg); err != nil {
+	// The daemon's own reader accepts it, with the unit's loopback address.
+	cfg, err := serve.ParseConfig("systemd/config.yaml", host)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ro, _ := lookupT[bool](cfg, "readonly"); !ro {
+	if !cfg.HTTP.ReadOnly || cfg.MutationsEnabled() {
 		t.Error("single-host config is not read-only by default")
 	}
-	if on, _ := lookupT[bool](cfg, "policies", "enabled"); on {
+	if cfg.PolicyFile != "" {
 		t.Error("single-host config enables policies by default")
+	}
+	if cfg.PodResourcesSocket != "" || cfg.PodResourcesAuto {
+		t.Errorf("single-host config: pod_resources_socket %q, want it off", cfg.PodResourcesSocket)
+	}
+	if err := api.CheckListen("127.0.0.1:9400", cfg.HTTP.AllowRemote); err != nil {
+		t.Error(err)
 	}
 }
