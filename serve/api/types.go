@@ -56,8 +56,8 @@ type Process struct {
 	Command     string    `json:"command"` // one printable line (gpu.Printable)
 	UsedBytes   uint64    `json:"used_bytes"`
 	MemoryKnown bool      `json:"memory_known"`
-	// Flags are gpu.Flags' names: zombie, no_such_process, orphaned,
-	// jupyter, idle, no_permission.
+	// Flags are gpu.Flags' names (gpu.Flags.Names): no-such-process,
+	// zombie, orphaned, jupyter, idle, no-permission.
 	Flags     []string `json:"flags"`
 	Container string   `json:"container,omitempty"` // container ID
 	Pod       string   `json:"pod,omitempty"`
