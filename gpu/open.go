@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// SimProcsEnv names the variable that sets a simulated host's processes
+// per GPU when OpenOptions.SimProcs is 0.
+const SimProcsEnv = "VRAM_SIMULATE_PROCS"
+
 // OpenOptions say which host Open opens and which of its GPUs it samples.
 // The zero value opens the real driver and /proc and shows the GPUs that
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES leave visible.
@@ -16,6 +20,12 @@ type OpenOptions struct {
 	// this Seed instead of the driver; Sim is then also the ProcSource.
 	Simulate int
 	Seed     int64
+	// SimProcs is the simulated host's processes per GPU (NewSimProcs);
+	// 0 reads the VRAM_SIMULATE_PROCS variable, and without it every GPU
+	// has its usual one to four. The variable exists for load tests of the
+	// commands (vram serve --simulate 8 with 200 processes per GPU) and is
+	// deliberately not a flag.
+	SimProcs int
 	// GPUs selects these NVML indices, ignoring the variables. An index
 	// the host does not have is an *IndexError.
 	GPUs []int
@@ -87,7 +97,15 @@ func Open(o OpenOptions) (*Opened, error) {
 	}
 	op := &Opened{}
 	if o.Simulate > 0 {
-		sim, err := NewSim(o.Simulate, o.Seed, o.Now)
+		per := o.SimProcs
+		if v, ok := o.Getenv(SimProcsEnv); ok && per == 0 && v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxSimProcs {
+				return nil, fmt.Errorf("%s=%q: want a number of processes per simulated GPU, 1 to %d", SimProcsEnv, v, MaxSimProcs)
+			}
+			per = n
+		}
+		sim, err := NewSimProcs(o.Simulate, per, o.Seed, o.Now)
 		if err != nil {
 			return nil, err
 		}

@@ -50,8 +50,24 @@ const simTotal = 143771 << 20 // the memory of an H200 card
 // NewSim builds a simulated host of n GPUs. now is the clock (nil: the
 // wall clock); the simulation's time origin is now() at creation.
 func NewSim(n int, seed int64, now func() time.Time) (*Sim, error) {
+	return NewSimProcs(n, 0, seed, now)
+}
+
+// MaxSimProcs bounds NewSimProcs' processes per GPU.
+const MaxSimProcs = 1000
+
+// NewSimProcs is NewSim with perGPU processes on every GPU instead of the
+// usual one to four (0: the usual), for load tests of the tools that read
+// a host: GPU 0 still shows every case first, the others draw their cases
+// at random, and every process's memory is scaled down so that a GPU's
+// total stays near what a few processes would hold. perGPU = 0 gives
+// exactly NewSim's host.
+func NewSimProcs(n, perGPU int, seed int64, now func() time.Time) (*Sim, error) {
 	if n < 1 || n > 64 {
 		return nil, fmt.Errorf("simulated GPUs: %d out of range: must be 1 to 64", n)
+	}
+	if perGPU < 0 || perGPU > MaxSimProcs {
+		return nil, fmt.Errorf("simulated processes per GPU: %d out of range: must be 1 to %d (0: one to four)", perGPU, MaxSimProcs)
 	}
 	if now == nil {
 		now = time.Now
@@ -73,13 +89,24 @@ func NewSim(n int, seed int64, now func() time.Time) (*Sim, error) {
 		if d == 0 {
 			k = len(shapes) // GPU 0 shows every case
 		}
+		if perGPU > 0 {
+			k = perGPU
+		}
 		for j := 0; j < k; j++ {
-			shape := shapes[j]
-			if d > 0 {
+			shape := shapes[j%len(shapes)]
+			if d > 0 || j >= len(shapes) {
 				shape = shapes[rng.Intn(len(shapes))]
 			}
-			pidNext += 1 + rng.Intn(500)
-			s.addGPUProc(rng, pidNext, d, shape, boot)
+			if perGPU > 0 {
+				pidNext += 1 + rng.Intn(20) // keeps 64 × 1000 PIDs under Linux's pid_max
+			} else {
+				pidNext += 1 + rng.Intn(500)
+			}
+			p := s.addGPUProc(rng, pidNext, d, shape, boot)
+			if perGPU > 3 { // about what three processes would hold
+				p.base = p.base * 3 / uint64(perGPU)
+				p.amp = p.amp * 3 / uint64(perGPU)
+			}
 		}
 	}
 	s.byDev = make([][]*simProc, n)
@@ -107,7 +134,7 @@ func (s *Sim) addParent(pid, ppid, sid int, comm string, started time.Time) {
 	}
 }
 
-func (s *Sim) addGPUProc(rng *rand.Rand, pid, dev int, shape string, boot time.Time) {
+func (s *Sim) addGPUProc(rng *rand.Rand, pid, dev int, shape string, boot time.Time) *simProc {
 	started := s.start.Add(-time.Duration(10+rng.Intn(7200)) * time.Second).Truncate(time.Second)
 	gib := func(lo, hi float64) uint64 { return uint64((lo + rng.Float64()*(hi-lo)) * (1 << 30)) }
 	p := &simProc{onGPU: true, dev: dev, shape: shape, period: 20 + 40*rng.Float64(), phase: rng.Float64() * 100}
@@ -158,6 +185,7 @@ func (s *Sim) addGPUProc(rng *rand.Rand, pid, dev int, shape string, boot time.T
 		p.hidden = true
 	}
 	s.procs[pid] = p
+	return p
 }
 
 // memory is the process's memory at elapsed seconds t.
