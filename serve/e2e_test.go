@@ -103,7 +103,12 @@ func fastConfig() Config {
 }
 
 func TestEndToEnd(t *testing.T) {
-	e := startDaemon(t, fastConfig(), filepath.Join(t.TempDir(), "h.db"))
+	dir := t.TempDir()
+	cfg := fastConfig()
+	cfg.PolicyFile = writeFile(t, dir, "policy.yaml", "version: 1\nreclaim:\n  - {name: orphans, when: [orphaned], action: term}\n")
+	rules := configWith(t, "version: 1\nalerts:\n  rules:\n    - {name: sick, when: device_unhealthy}\n")
+	cfg.Alerts = rules.Alerts
+	e := startDaemon(t, cfg, filepath.Join(dir, "h.db"))
 	waitFor(t, "healthz", func() bool { return e.get(t, "/healthz", nil).StatusCode == http.StatusOK })
 
 	var s api.State
@@ -194,6 +199,30 @@ func TestEndToEnd(t *testing.T) {
 		e.get(t, "/api/v1/devices", &s)
 		return s.Devices[1].Healthy
 	})
+
+	// The alert fired and resolved; the dry-run policy audited the orphan.
+	var alerts struct {
+		Alerts []api.Alert `json:"alerts"`
+	}
+	waitFor(t, "the alert's two transitions", func() bool {
+		e.get(t, "/api/v1/alerts?from=-1h", &alerts)
+		return len(alerts.Alerts) == 2
+	})
+	if a := alerts.Alerts; a[0].Rule != "sick" || a[0].State != "firing" || a[1].State != "resolved" || a[0].GPU != s.Devices[1].UUID {
+		t.Errorf("alerts = %+v", a)
+	}
+	var actions struct {
+		Actions []api.Action `json:"actions"`
+	}
+	waitFor(t, "the audit of the orphan", func() bool {
+		e.get(t, "/api/v1/actions?from=-1h", &actions)
+		return len(actions.Actions) > 0
+	})
+	for _, a := range actions.Actions {
+		if !strings.Contains(a.Rule, `reclaim rule "orphans"`) || a.Action != "SIGTERM" || !strings.HasPrefix(a.Result, "dry run") {
+			t.Errorf("action = %+v", a)
+		}
+	}
 }
 
 func TestRestartKeepsHistory(t *testing.T) {
