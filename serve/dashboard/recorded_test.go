@@ -1,0 +1,136 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/dashboard"
+)
+
+// recordedBackend answers with what a real daemon answered at one moment:
+// the files scripts/gpu/serve.sh captures (PREFIX-state.json,
+// PREFIX-history.json, PREFIX-alerts.json, PREFIX-actions.json). Every time
+// is shifted by the capture's age, so that the page's relative clocks ("4 s
+// ago", the last ten minutes) read as they did at the capture.
+type recordedBackend struct {
+	state   api.State
+	history struct {
+		GPU    string            `json:"gpu"`
+		Points []api.DevicePoint `json:"points"`
+	}
+	alerts  struct{ Alerts []api.Alert }
+	actions struct{ Actions []api.Action }
+}
+
+func loadRecorded(t *testing.T, prefix string, now time.Time) *recordedBackend {
+	t.Helper()
+	b := &recordedBackend{}
+	for suffix, v := range map[string]any{"-state.json": &b.state, "-history.json": &b.history,
+		"-alerts.json": &b.alerts, "-actions.json": &b.actions} {
+		data, err := os.ReadFile(prefix + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s%s: %v", prefix, suffix, err)
+		}
+	}
+	shift := now.Sub(b.state.Time)
+	b.state.Time = b.state.Time.Add(shift)
+	for i := range b.state.Processes {
+		b.state.Processes[i].StartTime = b.state.Processes[i].StartTime.Add(shift)
+	}
+	for _, as := range [][]api.Alert{b.state.Alerts, b.alerts.Alerts} {
+		for i := range as {
+			as[i].Time = as[i].Time.Add(shift)
+		}
+	}
+	for i := range b.actions.Actions {
+		b.actions.Actions[i].Time = b.actions.Actions[i].Time.Add(shift)
+	}
+	for i := range b.history.Points {
+		b.history.Points[i].Time = b.history.Points[i].Time.Add(shift)
+	}
+	return b
+}
+
+func (b *recordedBackend) State() (api.State, bool) { return b.state, true }
+
+func (b *recordedBackend) Subscribe() (<-chan api.Event, func()) {
+	c := make(chan api.Event)
+	return c, func() {}
+}
+
+func (b *recordedBackend) DeviceHistory(_ context.Context, uuid string, q api.HistoryQuery) ([]api.DevicePoint, error) {
+	var out []api.DevicePoint
+	if uuid != b.history.GPU {
+		return out, nil
+	}
+	for _, p := range b.history.Points {
+		if !p.Time.Before(q.From) && p.Time.Before(q.To) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (b *recordedBackend) ProcessHistory(context.Context, string, uint32, api.HistoryQuery) ([]api.ProcessPoint, error) {
+	return nil, nil
+}
+
+func (b *recordedBackend) Alerts(context.Context, time.Time, time.Time) ([]api.Alert, error) {
+	return b.alerts.Alerts, nil
+}
+
+func (b *recordedBackend) Actions(context.Context, time.Time, time.Time) ([]api.Action, error) {
+	return b.actions.Actions, nil
+}
+
+func (b *recordedBackend) Signal(context.Context, api.SignalRequest) (api.SignalResult, error) {
+	return api.SignalResult{}, api.ErrConflict
+}
+
+func (b *recordedBackend) Reload(context.Context) error { return api.ErrConflict }
+
+// TestRecordedScreenshot draws the page over a capture of a real daemon's
+// answers (VRAM_SHOT_RECORDED=DIR/PREFIX, e.g. a directory of
+// scripts/gpu/serve.sh's snapshots and t150) and writes a PNG to
+// VRAM_SHOT_OUT. It serves the captured JSON through the real api.Handler
+// and the real dashboard; only the clock is moved (recordedBackend).
+func TestRecordedScreenshot(t *testing.T) {
+	prefix := os.Getenv("VRAM_SHOT_RECORDED")
+	if prefix == "" {
+		t.Skip("set VRAM_SHOT_RECORDED=DIR/PREFIX to draw a captured daemon")
+	}
+	out := os.Getenv("VRAM_SHOT_OUT")
+	if out == "" {
+		out = "dashboard.png"
+	}
+	b := loadRecorded(t, prefix, time.Now())
+	done := make(chan struct{})
+	srv := httptest.NewServer(api.Handler(b, api.Options{UI: dashboard.Handler(), Done: done}))
+	defer srv.Close()
+	defer close(done) // ends the page's event stream, which Close would wait for
+	ctx := newBrowser(t, true, 2*time.Minute)
+	run(t, ctx, "loading the page",
+		chromedp.EmulateViewport(1600, 1000),
+		chromedp.Navigate(srv.URL))
+	waitFor(t, ctx, "the first sample", `+document.body.dataset.samples > 0`)
+	waitFor(t, ctx, "the history chart", `document.querySelector('#hist-chart svg') !== null &&
+		!/Loading/.test(document.querySelector('#hist-status').textContent)`)
+	png, err := chromedp.Run(ctx, pagePicture())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", out, len(png))
+}
