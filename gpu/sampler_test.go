@@ -425,6 +425,8 @@ func TestWatchOptions(t *testing.T) {
 		{WatchOptions{Interval: 2 * time.Hour}, "interval 2h0m0s out of range: must be between 10ms and 1h0m0s"},
 		{WatchOptions{Interval: time.Second, SampleInterval: 2 * time.Second}, "sample interval 2s out of range: must be between 1ms and the interval (1s)"},
 		{WatchOptions{Interval: time.Second, Count: -1}, "count -1: must be 0 (forever) or more"},
+		{WatchOptions{Interval: time.Second, Clock: 7}, "clock Clock(7): must be ClockTimer or ClockSleep"},
+		{WatchOptions{Interval: time.Second, Clock: ClockSleep}, ""},
 		{WatchOptions{Interval: time.Second}, ""},
 	}
 	for _, tt := range tests {

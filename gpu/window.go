@@ -84,6 +84,50 @@ type WatchOptions struct {
 	MemoryOnly bool
 	// Count stops after that many intervals; 0 runs until ctx ends.
 	Count int
+	// Clock is how Watch waits between samples; the zero value is
+	// ClockTimer.
+	Clock Clock
+}
+
+// Clock selects how Watch waits for the next sample.
+type Clock uint8
+
+const (
+	// ClockTimer waits on a time.Ticker: between samples the goroutine is
+	// parked and its P runs the program's other goroutines. Each sample
+	// costs a few thread wakeups in the Go runtime (the timer's thread,
+	// the runtime's monitor thread, an idle thread woken to look for
+	// work): at 200 samples a second that is most of the loop's CPU.
+	ClockTimer Clock = iota
+	// ClockSleep sleeps in the kernel until the next sample's absolute
+	// deadline on CLOCK_MONOTONIC (clock_nanosleep, Linux), entered as a
+	// raw system call so that the runtime neither hands the goroutine's P
+	// to another thread nor wakes its monitor thread around it, and yields
+	// once per sample so that other goroutines (signal delivery, context
+	// cancellation) run and the runtime does not preempt it. One thread
+	// wakes per sample. The price is that the P stays busy while the
+	// goroutine sleeps: it is meant for a process whose only work is the
+	// watch, with GOMAXPROCS 1 (with more Ps each yield wakes an idle
+	// thread). It applies when SampleInterval is at most MaxSleepInterval,
+	// and on Linux; otherwise Watch uses ClockTimer. docs/monitor.md has
+	// the measurements behind this.
+	ClockSleep
+)
+
+// MaxSleepInterval is the longest SampleInterval for which ClockSleep
+// sleeps in the kernel. Above it the runtime would preempt the sleeping
+// goroutine (it does so after 10 ms without a yield), and a timer costs
+// little at that rate anyway.
+const MaxSleepInterval = 10 * time.Millisecond
+
+func (c Clock) String() string {
+	switch c {
+	case ClockTimer:
+		return "timer"
+	case ClockSleep:
+		return "sleep"
+	}
+	return fmt.Sprintf("Clock(%d)", uint8(c))
 }
 
 // Limits of the print interval.
@@ -111,6 +155,9 @@ func (o *WatchOptions) normalize() error {
 	if o.Count < 0 {
 		return fmt.Errorf("count %d: must be 0 (forever) or more", o.Count)
 	}
+	if o.Clock > ClockSleep {
+		return fmt.Errorf("clock %v: must be ClockTimer or ClockSleep", o.Clock)
+	}
 	return nil
 }
 
@@ -129,18 +176,31 @@ var ErrStop = errors.New("stop watching")
 //
 // The Interval passed to emit, and the slices in it, are reused for the
 // next interval: emit must not keep them after it returns (Clone makes a
-// copy that can be kept).
+// copy that can be kept). emit runs on Watch's goroutine, between two
+// samples: no channel or second goroutine stands between the loop and the
+// caller.
 //
-// One tick is one wakeup of one goroutine by one time.Ticker; in steady
-// state a memory-only tick allocates nothing, so at short intervals the
-// cost is the wakeups themselves (docs/monitor.md has the figures).
+// In steady state a memory-only tick allocates nothing, so at short
+// intervals the cost is the wakeups themselves; opts.Clock says how the
+// loop waits (ClockSleep is the cheap one for a process that only
+// watches). With ClockSleep, ctx is checked once per sample, so Watch
+// returns at most one SampleInterval after ctx ends.
 func (s *Sampler) Watch(ctx context.Context, opts WatchOptions, emit func(*Interval) error) error {
 	w, err := s.NewWatcher(opts)
 	if err != nil {
 		return err
 	}
-	ticker := time.NewTicker(w.opts.SampleInterval)
-	defer ticker.Stop()
+	var wait waiter
+	if w.opts.Clock == ClockSleep && w.opts.SampleInterval <= MaxSleepInterval && haveSleepClock {
+		c, err := newSleepClock(w.opts.SampleInterval)
+		if err != nil {
+			return err
+		}
+		wait = c
+	} else {
+		wait = newTimerClock(w.opts.SampleInterval)
+	}
+	defer wait.stop()
 	emitted := 0
 	done := ctx.Done()
 	for {
@@ -160,16 +220,40 @@ func (s *Sampler) Watch(ctx context.Context, opts WatchOptions, emit func(*Inter
 				return nil
 			}
 		}
-		select {
-		case <-done:
-			return nil
-		case <-ticker.C:
+		if ok, err := wait.wait(done); !ok || err != nil {
+			return err
 		}
 	}
 }
 
+// waiter is the clock of Watch's loop: wait blocks until the next sample
+// is due and reports true, or false as soon as done is closed (or, for a
+// clock that cannot select on it, at its next wakeup).
+type waiter interface {
+	wait(done <-chan struct{}) (bool, error)
+	stop()
+}
+
+// timerClock is ClockTimer.
+type timerClock struct{ t *time.Ticker }
+
+func newTimerClock(every time.Duration) *timerClock {
+	return &timerClock{time.NewTicker(every)}
+}
+
+func (c *timerClock) wait(done <-chan struct{}) (bool, error) {
+	select {
+	case <-done:
+		return false, nil
+	case <-c.t.C:
+		return true, nil
+	}
+}
+
+func (c *timerClock) stop() { c.t.Stop() }
+
 // Watcher is Watch without its clock: the caller calls Tick once every
-// SampleInterval (Watch does it from a time.Ticker; a daemon or a benchmark
+// SampleInterval (Watch does it from its Clock; a daemon or a benchmark
 // can drive it from its own loop). It is not safe for concurrent use, and
 // it uses its Sampler: nothing else may sample through that Sampler
 // meanwhile.

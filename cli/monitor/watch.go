@@ -119,11 +119,11 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 		return err
 	}
 	defer s.Host.Close()
-	// One goroutine samples and prints. With a second P, every timer
-	// wakeup (hundreds a second at short intervals) also wakes a thread
-	// that spins looking for work and parks again; with one P it does
-	// not. On the development VM a bare 5 ms ticker costs half the CPU
-	// with one P (docs/monitor.md). GOMAXPROCS in the environment wins.
+	// One goroutine samples and prints, sleeping in the kernel between
+	// samples (gpu.ClockSleep) on one P: with more Ps, the yield it makes
+	// after each sleep wakes an idle thread to look for work. The figures
+	// behind both choices are in docs/monitor.md. GOMAXPROCS in the
+	// environment wins.
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
@@ -140,7 +140,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 	if err := p.header(); err != nil {
 		return err
 	}
-	err = s.Sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count}, p.print)
+	err = s.Sampler.Watch(ctx, gpu.WatchOptions{Interval: f.interval, SampleInterval: f.sampleInterval, ProcessInterval: max(f.processInterval, f.sampleInterval), MemoryOnly: f.memoryOnly, Count: f.count, Clock: gpu.ClockSleep}, p.print)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
