@@ -38,10 +38,13 @@
 //     hands the caller one Interval per print interval with the minimum,
 //     maximum and mean of every device's and process's used memory over
 //     that interval, so peaks between printed lines are not lost. The loop
-//     is a Watcher ticked by one time.Ticker: at 100 lines a second it
-//     wakes 200 times a second, so a tick reuses everything it touches
-//     (the Interval handed out included) and allocates nothing unless a
-//     full sample is due; its cost is then the wakeup itself.
+//     is a Watcher ticked by a Clock: a time.Ticker (ClockTimer), or for a
+//     process that only watches, absolute-deadline sleeps in the kernel
+//     that wake one thread per sample (ClockSleep, clock_linux.go). At 100
+//     lines a second it wakes 200 times a second, so a tick reuses
+//     everything it touches (the Interval handed out included) and
+//     allocates nothing unless a full sample is due; its cost is then the
+//     wakeup itself.
 //
 // Open (open.go) is what the commands share above these layers: it opens
 // the driver and /proc, or a simulated host, applies --gpu, --all-gpus or
