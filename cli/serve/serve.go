@@ -107,7 +107,7 @@ after writing what is pending. docs/serve.md describes every setting.`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.Addr, "addr", DefaultAddr, "listen on this `host:port` (loopback only unless the config sets http.allow_remote)")
-	f.StringVar(&o.DB, "db", "", "history file (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
+	f.StringVar(&o.DB, "db", "", "history `PATH` (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
 	f.StringVar(&o.Config, "config", "", "configuration `FILE` (YAML; docs/serve.md); without it, the defaults")
 	f.IntVar(&o.Simulate, "simulate", 0, "sample a simulated host of `N` GPUs instead of the driver (nothing real is signalled)")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")

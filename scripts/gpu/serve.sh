@@ -54,6 +54,12 @@ alerts:
     - {name: gpu-unhealthy, when: device_unhealthy, severity: critical}
 EOF
 
+# get URL: the body on stdout, non-zero on any failure (curl, else python).
+get() {
+  if command -v curl > /dev/null; then curl -sf --max-time 10 "$1"
+  else python3 -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=10).read())' "$1" 2>/dev/null
+  fi
+}
 fail() { echo "FAIL: $*"; kill "${jobs_pids[@]}" 2>/dev/null; kill -KILL "$dpid" 2>/dev/null; exit 1; }
 alive() { kill -0 "$dpid" 2>/dev/null || fail "the daemon died (see daemon.log)"; }
 
@@ -61,11 +67,11 @@ $B/vram serve --addr $ADDR --db "$WORK/serve.db" --config "$WORK/config.yaml" --
 dpid=$!
 jobs_pids=()
 for i in $(seq 1 50); do
-  curl -sf $URL/healthz > /dev/null && break
+  get $URL/healthz > /dev/null && break
   kill -0 $dpid 2>/dev/null || { cat "$OUT/daemon.log"; fail "the daemon exited at start"; }
   sleep 0.2
 done
-curl -sf $URL/healthz > /dev/null || fail "no /healthz after 10 s"
+get $URL/healthz > /dev/null || fail "no /healthz after 10 s"
 T0=$(date +%s)
 echo "daemon up (pid $dpid)"; head -3 "$OUT/daemon.log"
 
@@ -111,13 +117,13 @@ echo "jobs: ${jobs_pids[*]}"
 capture() { # capture NAME: every endpoint into $SNAP/NAME-*
   local n=$1
   alive
-  curl -sf $URL/metrics > "$SNAP/$n-metrics.prom" || fail "/metrics at $n"
-  curl -sf $URL/api/v1/state > "$SNAP/$n-state.json" || fail "/api/v1/state at $n"
-  curl -sf "$URL/api/v1/alerts?from=-10m" > "$SNAP/$n-alerts.json" || fail "/api/v1/alerts at $n"
-  curl -sf "$URL/api/v1/actions?from=-10m" > "$SNAP/$n-actions.json" || fail "/api/v1/actions at $n"
+  get $URL/metrics > "$SNAP/$n-metrics.prom" || fail "/metrics at $n"
+  get $URL/api/v1/state > "$SNAP/$n-state.json" || fail "/api/v1/state at $n"
+  get "$URL/api/v1/alerts?from=-10m" > "$SNAP/$n-alerts.json" || fail "/api/v1/alerts at $n"
+  get "$URL/api/v1/actions?from=-10m" > "$SNAP/$n-actions.json" || fail "/api/v1/actions at $n"
   local uuid
   uuid=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["uuid"])' < "$SNAP/$n-state.json")
-  curl -sf "$URL/api/v1/history/devices/$uuid?from=-5m" > "$SNAP/$n-history.json" || fail "history at $n"
+  get "$URL/api/v1/history/devices/$uuid?from=-5m" > "$SNAP/$n-history.json" || fail "history at $n"
   echo "== $n at +$(( $(date +%s) - T0 ))s: $(grep -c '^vram_' "$SNAP/$n-metrics.prom") series; alerts firing:" \
     "$(python3 -c 'import json,sys; s=json.load(sys.stdin); print(sorted({(a["rule"]) for a in s["alerts"]}), len(s["processes"]), "processes")' < "$SNAP/$n-state.json")"
 }
