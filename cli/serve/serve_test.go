@@ -81,7 +81,7 @@ func TestUsageErrors(t *testing.T) {
 		{"token mode", []string{"serve", "--simulate", "1", "--config", mut, "--db", db}, 1, "http.token_file:"},
 		{"bad policy", []string{"serve", "--simulate", "1", "--config", badPol, "--db", db}, 2, `pol.yaml:3: reclaim[0].when[0]: unknown condition "nope"`},
 		{"bad alert rule", []string{"serve", "--simulate", "1", "--config", badAlert, "--db", db}, 2, "badalert.yaml:4"},
-		{"port taken", []string{"serve", "--simulate", "1", "--config", remote, "--addr", "256.0.0.1:1", "--db", db}, 1, "listen on 256.0.0.1:1"},
+		{"bad listen address", []string{"serve", "--simulate", "1", "--config", remote, "--addr", "256.0.0.1:1", "--db", db}, 1, "listen on 256.0.0.1:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
