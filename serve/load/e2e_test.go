@@ -89,3 +89,30 @@ func TestLoadShort(t *testing.T) {
 		t.Errorf("per tick %v, per minute %v, integrity %q", r.RawPerTick, r.AggPerMinute, r.Integrity)
 	}
 }
+
+// TestIntervalFlagWithShortHistory: `vram serve --interval 100ms` with a
+// configuration file that sets history_interval: 500ms and no interval is
+// refused ("500ms is shorter than interval (1s)"), although the interval
+// in force would be 100 ms: the file is validated against the default
+// interval before the flag overrides it. The fix belongs in serve's
+// ParseConfig (check history_interval against interval only when the file
+// sets interval, and let serve.New check the final pair) or in cli/serve
+// (validate after the override). Until then the load tool writes the
+// interval into its files too (runConfig). Known to fail; run it with
+// VRAM_LOAD_KNOWN_BUGS=1.
+func TestIntervalFlagWithShortHistory(t *testing.T) {
+	if os.Getenv("VRAM_LOAD_KNOWN_BUGS") == "" {
+		t.Skip("known to fail: set VRAM_LOAD_KNOWN_BUGS=1")
+	}
+	bin := buildVram(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("version: 1\nhistory_interval: 500ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--simulate", "1", "--interval", "100ms", "--config", cfg, "--addr", "127.0.0.1:19473", "--db", filepath.Join(dir, "h.db")}
+	c := runCase(context.Background(), bin, "short history", args, nil)
+	if c.Exit != -1 {
+		t.Errorf("vram %s: exit %d, want it to run:\n%s", strings.Join(args, " "), c.Exit, c.Log)
+	}
+}
