@@ -173,6 +173,18 @@ func ReadConfig(path string) (Config, error) {
 	return c, nil
 }
 
+// SettleHistory raises HistoryInterval to Interval when it is shorter
+// (history is written from the samples, so at most once per sample) and
+// says whether it did. The command calls it once the flags have overridden
+// the file.
+func (c *Config) SettleHistory() bool {
+	if c.HistoryInterval >= c.Interval {
+		return false
+	}
+	c.HistoryInterval = c.Interval
+	return true
+}
+
 // ParseConfig parses and validates a configuration file; name is what
 // errors call it. Decoding is strict: a key the format does not know, a
 // key set twice, a value of the wrong kind, an alias or a merge key is an
@@ -381,11 +393,12 @@ func (r *cfgReader) config(doc *yaml.Node) Config {
 	// every sample when samples are further apart.
 	c.HistoryInterval = max(c.HistoryInterval, c.Interval)
 	r.duration(m, "history_interval", "", MinInterval, MaxInterval, &c.HistoryInterval)
-	if c.HistoryInterval < c.Interval {
+	// The pair is checked here only when the file sets both: a file that
+	// sets only history_interval may be meant for a shorter --interval,
+	// and the command settles the final pair (Config.SettleHistory).
+	if _, setInterval := m["interval"]; setInterval && c.HistoryInterval < c.Interval {
 		n := root
 		if e, ok := m["history_interval"]; ok {
-			n = e.val
-		} else if e, ok := m["interval"]; ok {
 			n = e.val
 		}
 		r.fail(n, "history_interval", "%v is shorter than interval (%v): history is written from the samples, so at most once per sample", c.HistoryInterval, c.Interval)

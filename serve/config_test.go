@@ -77,6 +77,19 @@ func TestParseConfigDefaults(t *testing.T) {
 				t.Errorf("history_interval = %v", c.HistoryInterval)
 			}
 		}},
+		{"history shorter than the default interval, for a shorter --interval", "version: 1\nhistory_interval: 500ms\n", func(t *testing.T, c Config) {
+			if c.HistoryInterval != 500*time.Millisecond || c.Interval != DefaultInterval {
+				t.Errorf("interval %v, history_interval %v", c.Interval, c.HistoryInterval)
+			}
+			short := c
+			short.Interval = 100 * time.Millisecond // what --interval 100ms does
+			if short.SettleHistory() || short.HistoryInterval != 500*time.Millisecond {
+				t.Errorf("with --interval 100ms: history_interval %v, want 500ms kept", short.HistoryInterval)
+			}
+			if !c.SettleHistory() || c.HistoryInterval != c.Interval {
+				t.Errorf("without the flag: history_interval %v, want raised to the interval %v", c.HistoryInterval, c.Interval)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseConfig("c.yaml", []byte(tc.yaml))

@@ -165,10 +165,9 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 	}
 	if intervalSet {
 		p.cfg.Interval = o.Interval
-		if p.cfg.HistoryInterval < o.Interval {
-			p.log.Info("history is written at every sample: --interval is longer than history_interval", "interval", o.Interval, "history_interval", p.cfg.HistoryInterval)
-			p.cfg.HistoryInterval = o.Interval
-		}
+	}
+	if h := p.cfg.HistoryInterval; p.cfg.SettleHistory() {
+		p.log.Info("history is written at every sample: the sample interval is longer than history_interval", "interval", p.cfg.Interval, "history_interval", h)
 	}
 	if o.ReadOnly {
 		p.cfg.HTTP.ReadOnly = true
