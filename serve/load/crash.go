@@ -45,13 +45,14 @@ type life struct {
 }
 
 type crashResult struct {
-	Command  string
-	Seed     uint64
-	Lives    []life
-	Final    string // integrity after the clean stop at the end
-	StopExit int
-	Ticks    int64
-	Problems []string
+	Command         string
+	Seed            uint64
+	HistoryInterval time.Duration
+	Lives           []life
+	Final           string // integrity after the clean stop at the end
+	StopExit        int
+	Ticks           int64
+	Problems        []string
 }
 
 func runCrash(ctx context.Context, o crashOptions) (*crashResult, error) {
@@ -72,7 +73,7 @@ func runCrash(ctx context.Context, o crashOptions) (*crashResult, error) {
 	o.Spec.Log = filepath.Join(o.Out, "daemon.log")
 	os.Remove(o.Spec.Log)
 	rng := rand.New(rand.NewPCG(o.Seed, 0))
-	res := &crashResult{Command: o.Spec.commandLine(), Seed: o.Seed}
+	res := &crashResult{Command: o.Spec.commandLine(), Seed: o.Seed, HistoryInterval: o.HistoryInterval}
 	var prev *life
 	var uuid string
 	for i := 0; i <= o.Kills; i++ {

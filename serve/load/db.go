@@ -138,6 +138,27 @@ func count(ctx context.Context, path, query string, args ...any) (int64, error) 
 	return n, nil
 }
 
+// tickRate returns the ticks per second the file holds: (ticks - 1) over
+// the time from the oldest to the newest. The daemon writes a tick when a
+// sample comes history_interval or more after the last tick, so with
+// samples every 100 ms the spacing is history_interval plus up to a
+// sample's worth: the rate is what the per-day figures must use.
+func tickRate(ctx context.Context, path string) (float64, error) {
+	db, err := openDB(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n, t0, t1 int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(DISTINCT t), COALESCE(MIN(t), 0), COALESCE(MAX(t), 0) FROM device_samples").Scan(&n, &t0, &t1); err != nil {
+		return 0, fmt.Errorf("tick rate of %s: %w", path, err)
+	}
+	if n < 2 || t1 <= t0 {
+		return 0, fmt.Errorf("tick rate of %s: %d ticks, too few", path, n)
+	}
+	return float64(n-1) / (float64(t1-t0) / 1e3), nil
+}
+
 // fileSizes returns the sizes of the history file and of its -wal file (0
 // when absent).
 func fileSizes(path string) (db, wal int64) {

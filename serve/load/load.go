@@ -21,6 +21,7 @@ type loadOptions struct {
 	ScrapeEvery     time.Duration // the Prometheus-like scraper's period
 	MonitorEvery    time.Duration // how often /proc and the file sizes are read
 	StateRequests   int           // GET /api/v1/state requests timed at the end
+	NoEvents        bool          // no /events client
 	Out             string        // directory for the configuration, logs, series
 }
 
@@ -42,6 +43,7 @@ type point struct {
 type loadResult struct {
 	Command         string
 	HistoryInterval time.Duration
+	Events          bool          // an /events client was connected
 	Wall            time.Duration // from healthy to the end of the steady phase
 	LoadAvg         []float64     // 1-minute load averages read during the run
 
@@ -75,6 +77,7 @@ type loadResult struct {
 	Tables            map[string]int64
 	FreeBytes         int64
 	RawPerTick        float64 // bytes of device_samples + process_samples per tick
+	TickRate          float64 // ticks per second in the file: (ticks - 1) / (newest - oldest)
 	AggPerMinute      float64 // bytes of the minute tables per minute, after folding
 	AggMinutes        int64
 	Series            []point
@@ -104,7 +107,7 @@ func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
 		o.Spec.Log = filepath.Join(o.Out, "daemon.log")
 	}
 	os.Remove(o.Spec.Log)
-	r := &loadResult{Command: o.Spec.commandLine(), HistoryInterval: o.HistoryInterval}
+	r := &loadResult{Command: o.Spec.commandLine(), HistoryInterval: o.HistoryInterval, Events: !o.NoEvents}
 
 	d, err := startDaemon(o.Spec)
 	if err != nil {
@@ -132,7 +135,10 @@ func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
 
 	runCtx, stopClients := context.WithCancel(ctx)
 	defer stopClients()
-	sse := watchEvents(runCtx, d.url("/events"))
+	var sse *sseClient
+	if !o.NoEvents {
+		sse = watchEvents(runCtx, d.url("/events"))
+	}
 
 	var mu sync.Mutex // guards r's scrape fields and last
 	var last map[string]float64
@@ -260,8 +266,10 @@ func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
 	r.Heap = d.heap.stats()
 	stopClients()
 	wg.Wait()
-	<-sse.stopped
-	r.SSE = sse.stats()
+	if sse != nil {
+		<-sse.stopped
+		r.SSE = sse.stats()
+	}
 
 	exit, took, err := d.stop(30 * time.Second)
 	r.StopExit, r.StopTook = exit, took
@@ -280,6 +288,9 @@ func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
 		r.problem("%v", err)
 	} else if r.TicksInDB > 0 {
 		r.RawPerTick = float64(r.Tables["device_samples"]+r.Tables["process_samples"]) / float64(r.TicksInDB)
+	}
+	if r.TickRate, err = tickRate(ctx, o.Spec.DB); err != nil {
+		r.problem("%v", err)
 	}
 	if r.AggPerMinute, r.AggMinutes, err = aggregates(ctx, o.Spec.DB, o.Out); err != nil {
 		r.problem("%v", err)

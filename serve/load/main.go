@@ -26,7 +26,8 @@ func usage(fs *flag.FlagSet) func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./serve/load [flags] load|crash|faults ...\n\n")
 		fmt.Fprintf(fs.Output(), "  load    one run per -history interval, -duration each, with a scraper and an event stream\n")
 		fmt.Fprintf(fs.Output(), "  crash   kill -9 the daemon -kills times at random moments, restart it on the same file, check the ticks\n")
-		fmt.Fprintf(fs.Output(), "  faults  SIGTERM under load, unusable history files, configuration files with mistakes\n\n")
+		fmt.Fprintf(fs.Output(), "  faults  SIGTERM under load, unusable history files, configuration files with mistakes\n")
+		fmt.Fprintf(fs.Output(), "  report  the tables again from the results saved in -out\n\n")
 		fs.PrintDefaults()
 	}
 }
@@ -46,7 +47,8 @@ func run(args []string, stdout io.Writer) error {
 		monitor   = fs.Duration("monitor", 5*time.Second, "period of the /proc readings")
 		requests  = fs.Int("state-requests", 200, "GET /api/v1/state requests timed after each load run")
 		kills     = fs.Int("kills", 10, "kill -9 rounds of the crash run")
-		killHist  = fs.Duration("kill-history", time.Second, "history interval of the crash and SIGTERM runs")
+		killHists = fs.String("kill-history", "1s", "history intervals of the crash runs, comma-separated (one run of -kills each)")
+		noEvents  = fs.Bool("no-events", false, "load runs without the /events client (results in load-INTERVAL-noevents)")
 		minUp     = fs.Duration("min-up", 3*time.Second, "shortest life before a kill -9")
 		maxUp     = fs.Duration("max-up", 25*time.Second, "longest life before a kill -9")
 		seed      = fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the kill moments (printed)")
@@ -58,18 +60,18 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return fmt.Errorf("name what to run: load, crash or faults")
+		return fmt.Errorf("name what to run: load, crash, faults or report")
 	}
 	if _, err := os.Stat(*bin); err != nil {
 		return fmt.Errorf("-bin: %w (build it: go build -o %s ./cmd/vram)", err, *bin)
 	}
-	var hs []time.Duration
-	for _, s := range strings.Split(*hists, ",") {
-		h, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil || h <= 0 {
-			return fmt.Errorf("-history %q: want durations like 10s,1s", *hists)
-		}
-		hs = append(hs, h)
+	hs, err := durations("-history", *hists)
+	if err != nil {
+		return err
+	}
+	khs, err := durations("-kill-history", *killHists)
+	if err != nil {
+		return err
 	}
 	if *maxUp < *minUp || *minUp <= 0 {
 		return fmt.Errorf("-min-up %v and -max-up %v: want 0 < min ≤ max", *minUp, *maxUp)
@@ -100,7 +102,10 @@ func run(args []string, stdout io.Writer) error {
 			var runs []*loadResult
 			for _, h := range hs {
 				dir := filepath.Join(*out, "load-"+h.String())
-				r, err := runLoad(ctx, loadOptions{Spec: spec, HistoryInterval: h, Duration: *duration, ScrapeEvery: *scrape, MonitorEvery: *monitor, StateRequests: *requests, Out: dir})
+				if *noEvents {
+					dir += "-noevents"
+				}
+				r, err := runLoad(ctx, loadOptions{Spec: spec, HistoryInterval: h, Duration: *duration, ScrapeEvery: *scrape, MonitorEvery: *monitor, StateRequests: *requests, NoEvents: *noEvents, Out: dir})
 				if err != nil {
 					return fmt.Errorf("load, history every %v: %w", h, err)
 				}
@@ -124,21 +129,18 @@ func run(args []string, stdout io.Writer) error {
 				}
 			}
 		case "crash":
-			dir := filepath.Join(*out, "crash")
-			r, err := runCrash(ctx, crashOptions{Spec: spec, HistoryInterval: *killHist, Kills: *kills, MinUp: *minUp, MaxUp: *maxUp, Seed: *seed, Out: dir})
-			if r != nil {
-				if err := saveJSON(filepath.Join(dir, "result.json"), r); err != nil {
-					return err
+			for _, kh := range khs {
+				dir := filepath.Join(*out, "crash-"+kh.String())
+				r, err := runCrash(ctx, crashOptions{Spec: spec, HistoryInterval: kh, Kills: *kills, MinUp: *minUp, MaxUp: *maxUp, Seed: *seed, Out: dir})
+				if r != nil {
+					if err := saveJSON(filepath.Join(dir, "result.json"), r); err != nil {
+						return err
+					}
+					crashReport(w, r)
 				}
-				fmt.Fprintf(w, "\nkill -9 × %d, seed %d, history every %v; command:\n\n    %s\n\n", *kills, r.Seed, *killHist, r.Command)
-				crashTable(w, r)
-				fmt.Fprintf(w, "\nAfter the last restart and a SIGTERM: integrity_check %s, %d ticks in the file, exit status %d.\n", r.Final, r.Ticks, r.StopExit)
-				for _, p := range r.Problems {
-					fmt.Fprintf(w, "\nPROBLEM: %s\n", p)
+				if err != nil {
+					return fmt.Errorf("crash, history every %v: %w", kh, err)
 				}
-			}
-			if err != nil {
-				return fmt.Errorf("crash: %w", err)
 			}
 		case "faults":
 			dir := filepath.Join(*out, "faults")
@@ -157,8 +159,12 @@ func run(args []string, stdout io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("faults: %w", err)
 			}
+		case "report":
+			if err := report(ctx, w, *out, hs); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
 		default:
-			return fmt.Errorf("%q: want load, crash or faults", what)
+			return fmt.Errorf("%q: want load, crash, faults or report", what)
 		}
 	}
 	fmt.Fprintf(stdout, "\nresults in %s\n", *out)
@@ -195,4 +201,90 @@ func machine() string {
 	}
 	l1, _ := loadAvg("/proc")
 	return fmt.Sprintf("%d CPUs (%s), load average %.2f at the start", numCPU(), model, l1)
+}
+
+// report writes the tables again from the results saved under out.
+func report(ctx context.Context, w io.Writer, out string, hs []time.Duration) error {
+	var runs []*loadResult
+	var dirs []string
+	for _, h := range hs {
+		dirs = append(dirs, filepath.Join(out, "load-"+h.String()), filepath.Join(out, "load-"+h.String()+"-noevents"))
+	}
+	for _, dir := range dirs {
+		var r loadResult
+		if err := loadJSON(filepath.Join(dir, "result.json"), &r); err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return err
+		}
+		if r.TickRate == 0 { // results saved before the rate was measured
+			rate, err := tickRate(ctx, filepath.Join(dir, "history.db"))
+			if err != nil {
+				return err
+			}
+			r.TickRate = rate
+		}
+		runs = append(runs, &r)
+	}
+	if len(runs) > 0 {
+		fmt.Fprintln(w)
+		for _, r := range runs {
+			fmt.Fprintf(w, "    %s\n", r.Command)
+		}
+		fmt.Fprintln(w)
+		loadTable(w, runs)
+	}
+	crashes, _ := filepath.Glob(filepath.Join(out, "crash-*", "result.json"))
+	for _, f := range crashes {
+		var cr crashResult
+		if err := loadJSON(f, &cr); err != nil {
+			return err
+		}
+		crashReport(w, &cr)
+	}
+	var fr faultResult
+	if err := loadJSON(filepath.Join(out, "faults", "result.json"), &fr); err == nil {
+		fmt.Fprintf(w, "\n    %s\n\n", fr.Stop.Command)
+		stopTable(w, fr.Stop)
+		fmt.Fprintln(w)
+		caseTable(w, fr.DBCases)
+		fmt.Fprintln(w)
+		caseTable(w, fr.Configs)
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+func loadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func durations(flag, list string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, s := range strings.Split(list, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s %q: want durations like 10s,1s", flag, list)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+func crashReport(w io.Writer, r *crashResult) {
+	fmt.Fprintf(w, "\nkill -9 × %d, seed %d, history every %v; command:\n\n    %s\n\n", len(r.Lives), r.Seed, r.HistoryInterval, r.Command)
+	crashTable(w, r)
+	fmt.Fprintf(w, "\nAfter the last restart and a SIGTERM: integrity_check %s, %d ticks in the file, exit status %d.\n", r.Final, r.Ticks, r.StopExit)
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "\nPROBLEM: %s\n", p)
+	}
 }

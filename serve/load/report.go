@@ -23,7 +23,11 @@ func loadTable(w io.Writer, runs []*loadResult) {
 	head := []string{"history_interval"}
 	sep := []string{"---"}
 	for _, r := range runs {
-		head = append(head, r.HistoryInterval.String())
+		h := r.HistoryInterval.String()
+		if !r.Events {
+			h += ", no /events client"
+		}
+		head = append(head, h)
 		sep = append(sep, "---")
 	}
 	fmt.Fprintf(w, "| %s |\n| %s |\n", strings.Join(head, " | "), strings.Join(sep, " | "))
@@ -72,6 +76,9 @@ func loadTable(w io.Writer, runs []*loadResult) {
 		return s
 	})
 	row("event stream: state events, MB received (dropped)", func(r *loadResult) string {
+		if !r.Events {
+			return "none connected"
+		}
 		return fmt.Sprintf("%d, %.0f MB (%.0f)", r.SSE.Events["state"], float64(r.SSE.Bytes)/1e6, r.EventDrops)
 	})
 	row("history ticks committed (dropped, failed)", func(r *loadResult) string {
@@ -83,8 +90,11 @@ func loadTable(w io.Writer, runs []*loadResult) {
 	row("raw samples per tick (device + process tables)", func(r *loadResult) string {
 		return fmt.Sprintf("%.1f kB", r.RawPerTick/1e3)
 	})
-	row("**raw history per day** (extrapolated)", func(r *loadResult) string {
-		return "**" + mb(r.RawPerTick*86400/r.HistoryInterval.Seconds()) + "**"
+	row("ticks written per second: in the file (1 / history_interval)", func(r *loadResult) string {
+		return fmt.Sprintf("%.3f (%.3f)", r.TickRate, 1/r.HistoryInterval.Seconds())
+	})
+	row("**raw history per day** (per tick × ticks in the file per second, extrapolated)", func(r *loadResult) string {
+		return "**" + mb(r.RawPerTick*r.TickRate*86400) + "**"
 	})
 	row("file growth per day, whole file / run time (extrapolated)", func(r *loadResult) string {
 		return mb(float64(r.DBBytes) / r.Wall.Seconds() * 86400)
@@ -93,7 +103,7 @@ func loadTable(w io.Writer, runs []*loadResult) {
 		return fmt.Sprintf("%s (from %d min)", mb(r.AggPerMinute*1440), r.AggMinutes)
 	})
 	row("**file at the default retention** (24 h raw + 30 d of minutes, extrapolated)", func(r *loadResult) string {
-		return "**" + mb(r.RawPerTick*86400/r.HistoryInterval.Seconds()+30*r.AggPerMinute*1440) + "**"
+		return "**" + mb(r.RawPerTick*r.TickRate*86400+30*r.AggPerMinute*1440) + "**"
 	})
 	row("SIGTERM to exit (status)", func(r *loadResult) string {
 		return fmt.Sprintf("%s (%d)", ms(r.StopTook), r.StopExit)
