@@ -85,9 +85,7 @@ func newSleepClock(every time.Duration) (*sleepClock, error) {
 func (c *sleepClock) now() int64 { return c.mono0 + int64(time.Since(c.base)) }
 
 func (c *sleepClock) wait(done <-chan struct{}) (bool, error) {
-	if now := c.now(); now >= c.next { // overran: drop the ticks already past
-		c.next += ((now-c.next)/c.period + 1) * c.period
-	}
+	c.next = nextDeadline(c.next, c.now(), c.period)
 	ts := unix.NsecToTimespec(c.next)
 	for {
 		_, _, errno := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME,
@@ -112,3 +110,13 @@ func (c *sleepClock) wait(done <-chan struct{}) (bool, error) {
 }
 
 func (c *sleepClock) stop() {}
+
+// nextDeadline is next if it is still ahead of now, else the first deadline
+// on the same grid (next + k × period) after now: the samples a slow tick
+// overran are dropped, not made up.
+func nextDeadline(next, now, period int64) int64 {
+	if now < next {
+		return next
+	}
+	return next + ((now-next)/period+1)*period
+}
