@@ -106,7 +106,9 @@ const (
 	// once per sample so that other goroutines (signal delivery, context
 	// cancellation) run and the runtime does not preempt it. One thread
 	// wakes per sample. The price is that the P stays busy while the
-	// goroutine sleeps: it is meant for a process whose only work is the
+	// goroutine sleeps: with one P, other goroutines run only between
+	// samples (a 1 ms timer of another goroutine fires up to a sample
+	// interval late). It is meant for a process whose only work is the
 	// watch, with GOMAXPROCS 1 (with more Ps each yield wakes an idle
 	// thread). It applies when SampleInterval is at most MaxSleepInterval,
 	// and on Linux; otherwise Watch uses ClockTimer. docs/monitor.md has
