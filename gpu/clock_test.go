@@ -120,3 +120,23 @@ func TestWatchClockStops(t *testing.T) {
 		}
 	}
 }
+
+// A process whose only work is watching sleeps in the kernel between
+// samples, with one P (vram watch does this).
+func ExampleClock() {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	sim, _ := NewSim(1, 1, time.Now)
+	s, _ := NewSampler(sim, SamplerOptions{Procs: sim})
+	opts := WatchOptions{Interval: 10 * time.Millisecond, MemoryOnly: true, Count: 3, Clock: ClockSleep}
+	err := s.Watch(context.Background(), opts, func(iv *Interval) error {
+		fmt.Printf("GPU %d: %d memory samples in the line\n", iv.Devices[0].Index, iv.MemorySamples)
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// GPU 0: 2 memory samples in the line
+	// GPU 0: 2 memory samples in the line
+	// GPU 0: 2 memory samples in the line
+}
