@@ -57,7 +57,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
 ( OUT=$W/jobs JOBS_PHASE=leaks timeout 150 bash scripts/gpu/jobs.sh > "$W/jobs/phaseA.out" 2>&1; echo "jobs leaks rc=$? at $(el)" ) &
 bgj=$!
 ( sleep 5; OUT=$W/top timeout 90 bash scripts/gpu/top-frame.sh > "$W/top/out" 2>&1; echo "top-frame rc=$? at $(el)"
-  OUT=$W/monitor timeout 100 bash scripts/gpu/monitor_cpu.sh > "$W/monitor/out" 2>&1; echo "monitor_cpu rc=$? at $(el)" ) &
+  OUT=$W/monitor timeout 280 bash scripts/gpu/monitor_cpu.sh > "$W/monitor/out" 2>&1; echo "monitor_cpu rc=$? at $(el)" ) &
 bgm=$!
 
 echo "== cuda tests beside the allocator's speed run at $(el)"
