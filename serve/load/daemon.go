@@ -56,9 +56,8 @@ func (s daemonSpec) commandLine() string {
 }
 
 // runConfig is the configuration file of a run. The sample interval is
-// written there as well as passed with --interval: the file is validated
-// on its own, and a history_interval under the default interval (1 s)
-// is refused unless the file's interval is shorter.
+// written there as well as passed with --interval, so that the file says
+// on its own how the run sampled.
 func runConfig(interval string, history time.Duration) []byte {
 	b := []byte("version: 1\n")
 	if interval != "" {

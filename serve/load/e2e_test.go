@@ -6,11 +6,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// buildVram builds the vram binary into a temporary directory.
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+// buildVram builds the vram binary once for the package's tests.
 func buildVram(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -20,13 +28,29 @@ func buildVram(t *testing.T) string {
 	if err != nil {
 		t.Skip("no go tool to build vram with")
 	}
-	bin := filepath.Join(t.TempDir(), "vram")
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/vramhq/vram/cmd/vram")
-	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "serve-load-test-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "vram")
+		cmd := exec.Command(goTool, "build", "-o", built.bin, "github.com/vramhq/vram/cmd/vram")
+		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+		built.out, built.err = cmd.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
-	return bin
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.bin != "" {
+		os.RemoveAll(filepath.Dir(built.bin))
+	}
+	os.Exit(code)
 }
 
 // TestCrashAndFaults runs the real binary on a small simulated host: one
@@ -91,19 +115,11 @@ func TestLoadShort(t *testing.T) {
 }
 
 // TestIntervalFlagWithShortHistory: `vram serve --interval 100ms` with a
-// configuration file that sets history_interval: 500ms and no interval is
-// refused ("500ms is shorter than interval (1s)"), although the interval
-// in force would be 100 ms: the file is validated against the default
-// interval before the flag overrides it. The fix belongs in serve's
-// ParseConfig (check history_interval against interval only when the file
-// sets interval, and let serve.New check the final pair) or in cli/serve
-// (validate after the override). Until then the load tool writes the
-// interval into its files too (runConfig). Known to fail; run it with
-// VRAM_LOAD_KNOWN_BUGS=1.
+// configuration file that sets history_interval: 500ms and no interval
+// runs: the file's history_interval is settled against the interval in
+// force, not the default one (it was refused, "500ms is shorter than
+// interval (1s)", before the command settled the pair after the flags).
 func TestIntervalFlagWithShortHistory(t *testing.T) {
-	if os.Getenv("VRAM_LOAD_KNOWN_BUGS") == "" {
-		t.Skip("known to fail: set VRAM_LOAD_KNOWN_BUGS=1")
-	}
 	bin := buildVram(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")

@@ -112,7 +112,7 @@ func loadTable(w io.Writer, runs []*loadResult) {
 }
 
 func crashTable(w io.Writer, r *crashResult) {
-	fmt.Fprintf(w, "| life | up before kill -9 | restart to healthy | ticks reported committed | ticks shown by the API | ticks in the file | about expected | longest gap | integrity_check | result |\n")
+	fmt.Fprintf(w, "| life | up before kill -9 | restart to healthy | ticks reported committed | ticks shown by the API | ticks in the file | up ÷ history_interval | longest gap | integrity_check | result |\n")
 	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, l := range r.Lives {
 		res := "ok"
