@@ -49,20 +49,21 @@
 //
 // # crash
 //
-// -kills rounds: start the daemon on the same history file, keep a scraper
-// and an event stream, wait a uniform random time in [-min-up, -max-up]
-// (seeded, the seed is printed), read what the daemon reports as
-// committed, send SIGKILL. What the daemon reports is
-// vram_history_ticks_written_total (the writer counts a tick once
-// WriteTick's transaction has committed) and the ticks GPU 0's history
-// shows through /api/v1/history, which reads the file. After the restart
-// (the daemon opens the file and SQLite replays the WAL) a second
-// connection runs PRAGMA integrity_check and counts the distinct tick
-// times between that life's start and its kill: there must be at least as
-// many as were reported, and no gap between ticks longer than two history
-// intervals. Ticks that were queued but not committed at the kill are
-// lost by design (serve's package doc) and show as "about expected" minus
-// "in the file".
+// One run per -kill-history interval (1s,100ms: at 100 ms a kill lands in
+// a tick's transaction far more often), each of -kills rounds: start the
+// daemon on the same history file, keep a scraper and an event stream,
+// wait a uniform random time in [-min-up, -max-up] (seeded, the seed is
+// printed), read what the daemon reports as committed, send SIGKILL. What
+// the daemon reports is vram_history_ticks_written_total (the writer
+// counts a tick once WriteTick's transaction has committed) and the ticks
+// GPU 0's history shows through /api/v1/history, which reads the file.
+// After the restart (the daemon opens the file and SQLite replays the WAL)
+// a second connection runs PRAGMA integrity_check and counts the distinct
+// tick times between that life's start and its kill: there must be at
+// least as many as were reported, and no gap between ticks longer than two
+// history intervals. Ticks that were queued but not committed at the kill
+// are lost by design (serve's package doc); an unreported tick leaves no
+// trace, so how many were lost is not measured.
 //
 // # faults
 //
@@ -73,6 +74,12 @@
 // file, /proc, a schema from a newer vram, a truncated or overwritten
 // file); configuration files with mistakes, each of which must be refused
 // with its file and line named and no stack trace.
+//
+// # report
+//
+// Each run leaves result.json (every figure) and, for load runs,
+// series.csv (the monitor's readings); "report" prints the tables again
+// from them.
 package main
 
 import "runtime"
