@@ -84,10 +84,15 @@ func (h *histAcc) take() (store.Tick, bool) {
 }
 
 // history folds the sample and writes a tick when history_interval has
-// passed since the last one (the first sample is written at once).
+// passed since the last one (the first sample is written at once). Samples
+// come on a ticker's schedule but are stamped when read, a few
+// milliseconds late by varying amounts, so the comparison allows half a
+// sample interval: otherwise a sample stamped just before the mark would
+// push the tick to the next sample, and ticks would drift one sample
+// interval further apart than configured.
 func (d *Daemon) history(snap *gpu.Snapshot) {
 	d.hist.add(snap)
-	if !d.lastHW.IsZero() && snap.Time.Sub(d.lastHW) < d.cfg.HistoryInterval {
+	if !d.lastHW.IsZero() && snap.Time.Sub(d.lastHW) < d.cfg.HistoryInterval-d.cfg.Interval/2 {
 		return
 	}
 	if t, ok := d.hist.take(); ok {

@@ -2,27 +2,18 @@ package serve
 
 import (
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 )
 
 // TestLoadHistoryTicksWithJitter: samples taken by a ticker arrive about
-// Interval apart, a little early or late. A tick is written when a sample
-// is HistoryInterval or more after the previous tick, so a sample a
-// millisecond early waits for the next one: with history_interval equal to
-// interval (which the command also settles to when history_interval is
-// shorter, logging "history is written at every sample") about half the
-// samples get a tick, and the real binary wrote 6.3 ticks a second at
-// 100 ms and 0.95 at 1 s (docs/serve.md, "Load and faults"). Nothing is
-// lost (the skipped sample's peaks go into the next tick), but ticks are
-// further apart than configured. A fix: compare against HistoryInterval
-// less half the sample interval, or stamp intervals on a grid of
-// HistoryInterval. Known to fail; run it with VRAM_LOAD_KNOWN_BUGS=1.
+// Interval apart, a little early or late. Before the history comparison
+// allowed half a sample interval, a sample a millisecond early waited for
+// the next one: with history_interval equal to interval about half the
+// samples got a tick (the real binary wrote 6.3 ticks a second at 100 ms
+// and 0.95 at 1 s). Nothing was lost, but ticks were further apart than
+// configured.
 func TestLoadHistoryTicksWithJitter(t *testing.T) {
-	if os.Getenv("VRAM_LOAD_KNOWN_BUGS") == "" {
-		t.Skip("known to fail: set VRAM_LOAD_KNOWN_BUGS=1")
-	}
 	tests := []struct {
 		name        string
 		history     time.Duration
