@@ -33,12 +33,12 @@ func writeTicks(t *testing.T, path string, t0 time.Time, at ...time.Duration) {
 func TestCheckLife(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.db")
 	t0 := time.Unix(1_800_000_000, 0)
-	// Ticks every second for 10 s, then one after a 5 s hole.
+	// Ticks every second for 10 s, then one after a 13 s hole.
 	var at []time.Duration
 	for i := range 10 {
 		at = append(at, time.Duration(i)*time.Second+100*time.Millisecond)
 	}
-	at = append(at, 15*time.Second)
+	at = append(at, 23*time.Second)
 	writeTicks(t, path, t0, at...)
 	o := crashOptions{Spec: daemonSpec{DB: path}, HistoryInterval: time.Second}
 	tests := []struct {
@@ -51,7 +51,7 @@ func TestCheckLife(t *testing.T) {
 		{"all there", life{Start: t0, KillAt: t0.Add(9500 * time.Millisecond), Reported: 10, APITicks: 9}, 10, 0, ""},
 		{"reported more than the file has", life{Start: t0, KillAt: t0.Add(9500 * time.Millisecond), Reported: 12, APITicks: 9}, 10, 2, "2 ticks reported committed are not in the file"},
 		{"the API showed more", life{Start: t0, KillAt: t0.Add(9500 * time.Millisecond), Reported: 10, APITicks: 11}, 10, 2, "API showed 11"},
-		{"a hole", life{Start: t0, KillAt: t0.Add(20 * time.Second), Reported: 11, APITicks: 10}, 11, 0, "gaps longer than two history intervals"},
+		{"a hole", life{Start: t0, KillAt: t0.Add(25 * time.Second), Reported: 11, APITicks: 10}, 11, 0, "gaps longer than two history intervals"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
