@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vramhq/vram/internal/yamlcheck"
 )
 
 // ConfigVersion is the only configuration file version this package reads.
@@ -114,38 +116,12 @@ func DefaultConfig() Config {
 // enabled and not overridden by read_only.
 func (c Config) MutationsEnabled() bool { return c.HTTP.Mutations && !c.HTTP.ReadOnly }
 
-// ConfigError is a problem in a configuration file, at a line, in a field.
-type ConfigError struct {
-	File  string
-	Line  int    // 0 when the problem is the whole file
-	Field string // e.g. "http.token_file"; empty for the file itself
-	Msg   string
-}
-
-func (e *ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(e.Line))
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// ConfigError is a problem in a configuration file, at a line, in a field
+// (e.g. "http.token_file"); Line is 0 and Field empty for the whole file.
+type ConfigError = yamlcheck.Error
 
 // ConfigErrors is every problem found in one file, in file order.
-type ConfigErrors []*ConfigError
-
-func (es ConfigErrors) Error() string {
-	s := make([]string, len(es))
-	for i, e := range es {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "\n")
-}
+type ConfigErrors = yamlcheck.Errors
 
 // ReadConfig reads and parses the configuration file at path. Relative
 // paths in it (policy_file, http.token_file) are made relative to the
@@ -201,147 +177,61 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		if errors.Is(err, io.EOF) {
 			return Config{}, ConfigErrors{{File: name, Msg: fmt.Sprintf("empty file: a configuration needs at least version: %d", ConfigVersion)}}
 		}
-		return Config{}, ConfigErrors{syntaxError(name, err)}
+		return Config{}, ConfigErrors{yamlcheck.SyntaxError(name, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return Config{}, ConfigErrors{syntaxError(name, err)}
+			return Config{}, ConfigErrors{yamlcheck.SyntaxError(name, err)}
 		}
 		return Config{}, ConfigErrors{{File: name, Line: extra.Line, Msg: "a second YAML document: a configuration holds one"}}
 	}
-	r := &cfgReader{file: name}
+	r := &cfgReader{yamlcheck.Reader{File: name, Where: "in a configuration"}}
 	c := r.config(&doc)
-	if len(r.errs) > 0 {
-		slices.SortStableFunc(r.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
-		return Config{}, r.errs
+	if len(r.Errs) > 0 {
+		slices.SortStableFunc(r.Errs, func(a, b *ConfigError) int { return a.Line - b.Line })
+		return Config{}, r.Errs
 	}
 	return c, nil
 }
 
-// syntaxError turns the YAML library's error ("yaml: line 3: ...") into a
-// ConfigError with the line.
-func syntaxError(name string, err error) *ConfigError {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if n, err := strconv.Atoi(rest[:i]); err == nil {
-				line, msg = n, strings.TrimSpace(rest[i+1:])
-			}
-		}
-	}
-	return &ConfigError{File: name, Line: line, Msg: "not valid YAML: " + msg}
-}
-
 // cfgReader walks the node tree against the format, collecting errors.
 type cfgReader struct {
-	file string
-	errs ConfigErrors
+	yamlcheck.Reader
 }
 
-func (r *cfgReader) fail(n *yaml.Node, field, format string, a ...any) {
-	line := 0
-	if n != nil {
-		line = n.Line
+// mapping is Reader.Mapping, except that a nested key with nothing under
+// it ("http:") is an empty mapping.
+func (r *cfgReader) mapping(n *yaml.Node, field string, known ...string) map[string]yamlcheck.Entry {
+	if field != "" && yamlcheck.IsNull(n) {
+		return map[string]yamlcheck.Entry{}
 	}
-	r.errs = append(r.errs, &ConfigError{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
-}
-
-// kv is one key of a mapping with its value.
-type kv struct{ key, val *yaml.Node }
-
-// mapping checks that n is a mapping whose keys are all in known, each at
-// most once, and returns its entries by key; nil when n is not a mapping.
-func (r *cfgReader) mapping(n *yaml.Node, field string, known ...string) map[string]kv {
-	switch {
-	case n.Kind == yaml.AliasNode:
-		r.fail(n, field, "aliases (*name) are not allowed in a configuration")
-		return nil
-	case n.Kind == yaml.ScalarNode && n.Tag == "!!null" && field != "":
-		return map[string]kv{} // "http:" with nothing under it
-	case n.Kind != yaml.MappingNode:
-		r.fail(n, field, "want a mapping (key: value lines), found %s", describe(n))
-		return nil
-	}
-	out := make(map[string]kv, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		switch {
-		case k.Kind != yaml.ScalarNode:
-			r.fail(k, field, "a key must be a plain name")
-			continue
-		case k.Value == "<<":
-			r.fail(k, field, "merge keys (<<) are not allowed in a configuration")
-			continue
-		case !slices.Contains(known, k.Value):
-			r.fail(k, dot(field, k.Value), "unknown field (known here: %s)", strings.Join(known, ", "))
-			continue
-		}
-		if prev, dup := out[k.Value]; dup {
-			r.fail(k, dot(field, k.Value), "set twice (first on line %d)", prev.key.Line)
-			continue
-		}
-		out[k.Value] = kv{k, v}
-	}
-	return out
-}
-
-func dot(field, key string) string {
-	if field == "" {
-		return key
-	}
-	return field + "." + key
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
+	return r.Mapping(n, field, known...)
 }
 
 // scalar returns the text of m[key]; ok is false when the key is absent or
 // the value is not a plain value (an error is then recorded).
-func (r *cfgReader) scalar(m map[string]kv, key, field string) (string, *yaml.Node, bool) {
+func (r *cfgReader) scalar(m map[string]yamlcheck.Entry, key, field string) (string, *yaml.Node, bool) {
 	e, present := m[key]
 	if !present {
 		return "", nil, false
 	}
-	if e.val.Kind != yaml.ScalarNode || e.val.Tag == "!!null" {
-		r.fail(e.val, dot(field, key), "want a value, found %s", describe(e.val))
-		return "", nil, false
-	}
-	return e.val.Value, e.val, true
+	s, ok := r.Scalar(e.Val, yamlcheck.Join(field, key))
+	return s, e.Val, ok
 }
 
-func (r *cfgReader) boolean(m map[string]kv, key, field string, dst *bool) {
-	s, n, ok := r.scalar(m, key, field)
-	if !ok {
+func (r *cfgReader) boolean(m map[string]yamlcheck.Entry, key, field string, dst *bool) {
+	e, present := m[key]
+	if !present {
 		return
 	}
-	switch s {
-	case "true":
-		*dst = true
-	case "false":
-		*dst = false
-	default:
-		r.fail(n, dot(field, key), "want true or false, found %q", s)
+	if v, ok := r.Bool(e.Val, yamlcheck.Join(field, key)); ok {
+		*dst = v
 	}
 }
 
 // duration reads a Go duration within [lo, hi].
-func (r *cfgReader) duration(m map[string]kv, key, field string, lo, hi time.Duration, dst *time.Duration) {
+func (r *cfgReader) duration(m map[string]yamlcheck.Entry, key, field string, lo, hi time.Duration, dst *time.Duration) {
 	s, n, ok := r.scalar(m, key, field)
 	if !ok {
 		return
@@ -349,22 +239,22 @@ func (r *cfgReader) duration(m map[string]kv, key, field string, lo, hi time.Dur
 	d, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
-		r.fail(n, dot(field, key), "want a duration such as 500ms, 10s or 24h, found %q", s)
+		r.Fail(n, yamlcheck.Join(field, key), "want a duration such as 500ms, 10s or 24h, found %q", s)
 	case d < lo || d > hi:
-		r.fail(n, dot(field, key), "%s is out of range: must be between %v and %v", s, lo, hi)
+		r.Fail(n, yamlcheck.Join(field, key), "%s is out of range: must be between %v and %v", s, lo, hi)
 	default:
 		*dst = d
 	}
 }
 
 // path reads a non-empty, one-line path.
-func (r *cfgReader) path(m map[string]kv, key, field string, dst *string) {
+func (r *cfgReader) path(m map[string]yamlcheck.Entry, key, field string, dst *string) {
 	s, n, ok := r.scalar(m, key, field)
 	if !ok {
 		return
 	}
 	if s == "" || strings.ContainsAny(s, "\x00\n\r") {
-		r.fail(n, dot(field, key), "want a file path, found %q (leave the key out for none)", s)
+		r.Fail(n, yamlcheck.Join(field, key), "want a file path, found %q (leave the key out for none)", s)
 		return
 	}
 	*dst = s
@@ -380,12 +270,12 @@ func (r *cfgReader) config(doc *yaml.Node) Config {
 	if m == nil {
 		return c
 	}
-	c.File = r.file
+	c.File = r.File
 	if _, ok := m["version"]; !ok {
-		r.fail(root, "version", "missing: the file must start with version: %d", ConfigVersion)
+		r.Fail(root, "version", "missing: the file must start with version: %d", ConfigVersion)
 	} else if s, n, ok := r.scalar(m, "version", ""); ok {
 		if v, err := strconv.Atoi(s); err != nil || v != ConfigVersion {
-			r.fail(n, "version", "%q is not a version this vram reads (want %d)", s, ConfigVersion)
+			r.Fail(n, "version", "%q is not a version this vram reads (want %d)", s, ConfigVersion)
 		}
 	}
 	r.duration(m, "interval", "", MinInterval, MaxInterval, &c.Interval)
@@ -399,58 +289,58 @@ func (r *cfgReader) config(doc *yaml.Node) Config {
 	if _, setInterval := m["interval"]; setInterval && c.HistoryInterval < c.Interval {
 		n := root
 		if e, ok := m["history_interval"]; ok {
-			n = e.val
+			n = e.Val
 		}
-		r.fail(n, "history_interval", "%v is shorter than interval (%v): history is written from the samples, so at most once per sample", c.HistoryInterval, c.Interval)
+		r.Fail(n, "history_interval", "%v is shorter than interval (%v): history is written from the samples, so at most once per sample", c.HistoryInterval, c.Interval)
 	}
 	if e, ok := m["retention"]; ok {
-		rm := r.mapping(e.val, "retention", "raw", "aggregate")
+		rm := r.mapping(e.Val, "retention", "raw", "aggregate")
 		r.duration(rm, "raw", "retention", MinRawRetention, MaxRetention, &c.RawRetention)
 		r.duration(rm, "aggregate", "retention", MinRawRetention, MaxRetention, &c.AggregateRetention)
 		if c.AggregateRetention < c.RawRetention {
-			n := e.val
+			n := e.Val
 			if a, ok := rm["aggregate"]; ok {
-				n = a.val
+				n = a.Val
 			}
-			r.fail(n, "retention.aggregate", "%v is shorter than retention.raw (%v): raw samples are folded into the aggregates, which must outlive them", c.AggregateRetention, c.RawRetention)
+			r.Fail(n, "retention.aggregate", "%v is shorter than retention.raw (%v): raw samples are folded into the aggregates, which must outlive them", c.AggregateRetention, c.RawRetention)
 		}
 	}
 	if s, n, ok := r.scalar(m, "top_n", ""); ok {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 || v > MaxTopN {
-			r.fail(n, "top_n", "want a whole number from 1 to %d, found %q", MaxTopN, s)
+			r.Fail(n, "top_n", "want a whole number from 1 to %d, found %q", MaxTopN, s)
 		} else {
 			c.TopN = v
 		}
 	}
 	r.path(m, "policy_file", "", &c.PolicyFile)
 	if e, ok := m["http"]; ok {
-		hm := r.mapping(e.val, "http", "mutations", "token_file", "read_only", "allow_remote")
+		hm := r.mapping(e.Val, "http", "mutations", "token_file", "read_only", "allow_remote")
 		r.boolean(hm, "mutations", "http", &c.HTTP.Mutations)
 		r.path(hm, "token_file", "http", &c.HTTP.TokenFile)
 		r.boolean(hm, "read_only", "http", &c.HTTP.ReadOnly)
 		r.boolean(hm, "allow_remote", "http", &c.HTTP.AllowRemote)
 		if c.HTTP.Mutations && c.HTTP.TokenFile == "" {
 			if _, bad := hm["token_file"]; !bad {
-				r.fail(e.val, "http.token_file", "missing: mutations: true needs the file holding the bearer token (mode 0600)")
+				r.Fail(e.Val, "http.token_file", "missing: mutations: true needs the file holding the bearer token (mode 0600)")
 			}
 		}
 	}
 	if e, ok := m["alerts"]; ok {
 		switch {
-		case e.val.Kind == yaml.ScalarNode && e.val.Tag == "!!null":
+		case yamlcheck.IsNull(e.Val):
 			// "alerts:" with nothing under it: no rules.
-		case e.val.Kind != yaml.MappingNode:
-			r.fail(e.val, "alerts", "want a mapping (rules:, webhooks:), found %s", describe(e.val))
+		case e.Val.Kind != yaml.MappingNode:
+			r.Fail(e.Val, "alerts", "want a mapping (rules:, webhooks:), found %s", yamlcheck.KindName(e.Val))
 		default:
-			c.Alerts = e.val
+			c.Alerts = e.Val
 		}
 	}
 	if e, ok := m["kubernetes"]; ok {
-		km := r.mapping(e.val, "kubernetes", "pod_resources_socket")
+		km := r.mapping(e.Val, "kubernetes", "pod_resources_socket")
 		if s, n, ok := r.scalar(km, "pod_resources_socket", "kubernetes"); ok {
 			if strings.ContainsAny(s, "\x00\n\r") {
-				r.fail(n, "kubernetes.pod_resources_socket", "want a socket path, or \"\" for none, found %q", s)
+				r.Fail(n, "kubernetes.pod_resources_socket", "want a socket path, or \"\" for none, found %q", s)
 			} else {
 				c.PodResourcesSocket, c.PodResourcesAuto = s, false
 			}

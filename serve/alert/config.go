@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vramhq/vram/internal/yamlcheck"
 	"github.com/vramhq/vram/units"
 )
 
@@ -116,38 +117,12 @@ type Webhook struct {
 	Line    int
 }
 
-// Error is a problem in the alerts section, at a line, in a field.
-type Error struct {
-	File  string
-	Line  int    // 0 when not known
-	Field string // e.g. "alerts.rules[0].for"
-	Msg   string
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(e.Line))
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// Error is a problem in the alerts section, at a line (0 when not known),
+// in a field (e.g. "alerts.rules[0].for").
+type Error = yamlcheck.Error
 
 // Errors is every problem found in one alerts section, in file order.
-type Errors []*Error
-
-func (es Errors) Error() string {
-	s := make([]string, len(es))
-	for i, e := range es {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "\n")
-}
+type Errors = yamlcheck.Errors
 
 // Decode reads the value of the alerts: key of the configuration file named
 // file (errors are "file:line: alerts.field: problem"). A nil node, or an
@@ -166,11 +141,11 @@ func Decode(file string, n *yaml.Node) (Config, error) {
 // decode is Decode with the secret reader as a parameter (tests and the
 // fuzzer must not read the machine's files).
 func decode(file string, n *yaml.Node, secret func(path string) (string, error)) (Config, error) {
-	r := &reader{file: file, secret: secret}
+	r := &reader{Reader: yamlcheck.Reader{File: file, Where: "here"}, secret: secret}
 	cfg := r.config(n)
-	if len(r.errs) > 0 {
-		slices.SortStableFunc(r.errs, func(a, b *Error) int { return a.Line - b.Line })
-		return Config{}, r.errs
+	if len(r.Errs) > 0 {
+		slices.SortStableFunc(r.Errs, func(a, b *Error) int { return a.Line - b.Line })
+		return Config{}, r.Errs
 	}
 	return cfg, nil
 }
@@ -202,22 +177,8 @@ func readSecret(path string) (string, error) {
 
 // reader walks the node tree, collecting errors.
 type reader struct {
-	file   string
+	yamlcheck.Reader
 	secret func(string) (string, error)
-	errs   Errors
-}
-
-func (r *reader) fail(n *yaml.Node, field, format string, a ...any) {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	r.errs = append(r.errs, &Error{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
-}
-
-// entry is one key of a mapping with its value.
-type entry struct {
-	key, val *yaml.Node
 }
 
 // isZero says whether a duration's text reads as zero ("0", "0s").
@@ -226,124 +187,41 @@ func isZero(n *yaml.Node) bool {
 	return err == nil && d == 0
 }
 
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// mapping checks that n is a mapping whose keys are all in known, without
-// duplicates, and returns its entries by key. Aliases and merge keys are
-// refused: the file should read the same to a person as to vram.
-func (r *reader) mapping(n *yaml.Node, field string, known ...string) map[string]entry {
-	if n.Kind == yaml.AliasNode {
-		r.fail(n, field, "aliases (*name) are not allowed here")
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		r.fail(n, field, "want a mapping (key: value lines), found %s", kindName(n))
-		return nil
-	}
-	out := make(map[string]entry, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		switch {
-		case k.Kind != yaml.ScalarNode:
-			r.fail(k, field, "a key must be a plain name")
-			continue
-		case k.Value == "<<":
-			r.fail(k, field, "merge keys (<<) are not allowed here")
-			continue
-		case known != nil && !slices.Contains(known, k.Value):
-			r.fail(k, join(field, k.Value), "unknown field (known here: %s)", strings.Join(known, ", "))
-			continue
-		}
-		if prev, dup := out[k.Value]; dup {
-			r.fail(k, join(field, k.Value), "set twice (first on line %d)", prev.key.Line)
-			continue
-		}
-		out[k.Value] = entry{k, v}
-	}
-	return out
-}
-
-func join(field, key string) string {
-	if field == "" {
-		return key
-	}
-	return field + "." + key
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "nothing"
-}
-
-// scalar returns a value's text or fails.
-func (r *reader) scalar(n *yaml.Node, field string) (string, bool) {
-	if n.Kind != yaml.ScalarNode || isNull(n) {
-		r.fail(n, field, "want a value, found %s", kindName(n))
-		return "", false
-	}
-	return n.Value, true
-}
-
-func (r *reader) list(n *yaml.Node, field string) []*yaml.Node {
-	if isNull(n) {
-		return nil // "rules:" with nothing under it
-	}
-	if n.Kind != yaml.SequenceNode {
-		r.fail(n, field, "want a list (lines starting with -), found %s", kindName(n))
-		return nil
-	}
-	return n.Content
-}
-
-func (r *reader) duration(m map[string]entry, key, field string, def time.Duration) time.Duration {
+func (r *reader) duration(m map[string]yamlcheck.Entry, key, field string, def time.Duration) time.Duration {
 	e, ok := m[key]
 	if !ok {
 		return def
 	}
-	field = join(field, key)
-	s, ok := r.scalar(e.val, field)
+	field = yamlcheck.Join(field, key)
+	s, ok := r.Scalar(e.Val, field)
 	if !ok {
 		return def
 	}
 	d, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
-		r.fail(e.val, field, "want a duration such as 90s, 5m or 1h30m, found %q", s)
+		r.Fail(e.Val, field, "want a duration such as 90s, 5m or 1h30m, found %q", s)
 		return def
 	case d < 0:
-		r.fail(e.val, field, "%s is negative", s)
+		r.Fail(e.Val, field, "%s is negative", s)
 		return def
 	}
 	return d
 }
 
-func (r *reader) bytes(m map[string]entry, key, field string) uint64 {
+func (r *reader) bytes(m map[string]yamlcheck.Entry, key, field string) uint64 {
 	e, ok := m[key]
 	if !ok {
 		return 0
 	}
-	field = join(field, key)
-	s, ok := r.scalar(e.val, field)
+	field = yamlcheck.Join(field, key)
+	s, ok := r.Scalar(e.Val, field)
 	if !ok {
 		return 0
 	}
 	b, err := units.ParseBytes(s)
 	if err != nil {
-		r.fail(e.val, field, "want a size such as 512MiB or 2GiB: %v", err)
+		r.Fail(e.Val, field, "want a size such as 512MiB or 2GiB: %v", err)
 		return 0
 	}
 	return b
@@ -359,18 +237,18 @@ func (r *reader) config(n *yaml.Node) Config {
 		}
 		n = n.Content[0]
 	}
-	if isNull(n) {
+	if yamlcheck.IsNull(n) {
 		return Config{} // "alerts:" with nothing under it
 	}
 	const field = "alerts"
-	m := r.mapping(n, field, "rules", "webhooks")
+	m := r.Mapping(n, field, "rules", "webhooks")
 	if m == nil {
 		return Config{}
 	}
 	var cfg Config
 	if e, ok := m["rules"]; ok {
 		seen := map[string]int{} // name -> line
-		for i, rn := range r.list(e.val, join(field, "rules")) {
+		for i, rn := range r.List(e.Val, yamlcheck.Join(field, "rules")) {
 			f := fmt.Sprintf("%s.rules[%d]", field, i)
 			rule, ok := r.rule(rn, f)
 			if !ok {
@@ -378,7 +256,7 @@ func (r *reader) config(n *yaml.Node) Config {
 			}
 			// Alerts, the database and reloads refer to rules by name.
 			if line, dup := seen[rule.Name]; dup {
-				r.fail(rn, join(f, "name"), "%q already names the rule on line %d", rule.Name, line)
+				r.Fail(rn, yamlcheck.Join(f, "name"), "%q already names the rule on line %d", rule.Name, line)
 				continue
 			}
 			seen[rule.Name] = rule.Line
@@ -386,7 +264,7 @@ func (r *reader) config(n *yaml.Node) Config {
 		}
 	}
 	if e, ok := m["webhooks"]; ok {
-		for i, wn := range r.list(e.val, join(field, "webhooks")) {
+		for i, wn := range r.List(e.Val, yamlcheck.Join(field, "webhooks")) {
 			if w, ok := r.webhook(wn, fmt.Sprintf("%s.webhooks[%d]", field, i)); ok {
 				cfg.Webhooks = append(cfg.Webhooks, w)
 			}
@@ -431,8 +309,8 @@ func joinConds(cs []Condition) string {
 }
 
 func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
-	before := len(r.errs)
-	m := r.mapping(n, field, "name", "when", "severity", "for", "keep_firing_for", "percent", "min_bytes", "min_slope")
+	before := len(r.Errs)
+	m := r.Mapping(n, field, "name", "when", "severity", "for", "keep_firing_for", "percent", "min_bytes", "min_slope")
 	if m == nil {
 		return Rule{}, false
 	}
@@ -443,39 +321,39 @@ func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
 		KeepFiringFor: r.duration(m, "keep_firing_for", field, 0),
 	}
 	if e, ok := m["name"]; !ok {
-		r.fail(n, join(field, "name"), "missing: every rule needs a name (it appears in every alert)")
-	} else if s, ok := r.scalar(e.val, join(field, "name")); ok {
+		r.Fail(n, yamlcheck.Join(field, "name"), "missing: every rule needs a name (it appears in every alert)")
+	} else if s, ok := r.Scalar(e.Val, yamlcheck.Join(field, "name")); ok {
 		if !validName(s) {
-			r.fail(e.val, join(field, "name"), "%q: want 1 to 64 of a-z, 0-9, _ and -", s)
+			r.Fail(e.Val, yamlcheck.Join(field, "name"), "%q: want 1 to 64 of a-z, 0-9, _ and -", s)
 		}
 		rule.Name = s
 	}
 	if e, ok := m["severity"]; ok {
-		if s, ok := r.scalar(e.val, join(field, "severity")); ok {
+		if s, ok := r.Scalar(e.Val, yamlcheck.Join(field, "severity")); ok {
 			if s != SeverityWarning && s != SeverityCritical {
-				r.fail(e.val, join(field, "severity"), "%q: want warning or critical", s)
+				r.Fail(e.Val, yamlcheck.Join(field, "severity"), "%q: want warning or critical", s)
 			}
 			rule.Severity = s
 		}
 	}
 	e, ok := m["when"]
 	if !ok {
-		r.fail(n, join(field, "when"), "missing: say what the rule watches (%s)", joinConds(conditions))
+		r.Fail(n, yamlcheck.Join(field, "when"), "missing: say what the rule watches (%s)", joinConds(conditions))
 		return rule, false
 	}
-	s, ok := r.scalar(e.val, join(field, "when"))
+	s, ok := r.Scalar(e.Val, yamlcheck.Join(field, "when"))
 	if !ok {
 		return rule, false
 	}
 	rule.When = Condition(s)
 	reads, known := ruleFields[rule.When]
 	if !known {
-		r.fail(e.val, join(field, "when"), "unknown condition %q (want one of %s)", s, joinConds(conditions))
+		r.Fail(e.Val, yamlcheck.Join(field, "when"), "unknown condition %q (want one of %s)", s, joinConds(conditions))
 		return rule, false
 	}
 	for _, k := range thresholds {
 		if e, set := m[k]; set && !slices.Contains(reads, k) {
-			r.fail(e.key, join(field, k), "set, but when: %s does not read it", rule.When)
+			r.Fail(e.Key, yamlcheck.Join(field, k), "set, but when: %s does not read it", rule.When)
 		}
 	}
 	switch rule.When {
@@ -488,48 +366,48 @@ func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
 	case WhenUnattributedAbove:
 		rule.MinBytes = r.bytes(m, "min_bytes", field)
 		if e, ok := m["min_bytes"]; !ok {
-			r.fail(n, join(field, "min_bytes"), "missing: how much unattributed memory alerts (e.g. 2GiB)")
-		} else if rule.MinBytes == 0 && len(r.errs) == before {
-			r.fail(e.val, join(field, "min_bytes"), "0 bytes would alert on every GPU with any unattributed memory")
+			r.Fail(n, yamlcheck.Join(field, "min_bytes"), "missing: how much unattributed memory alerts (e.g. 2GiB)")
+		} else if rule.MinBytes == 0 && len(r.Errs) == before {
+			r.Fail(e.Val, yamlcheck.Join(field, "min_bytes"), "0 bytes would alert on every GPU with any unattributed memory")
 		}
 	}
-	return rule, len(r.errs) == before
+	return rule, len(r.Errs) == before
 }
 
 // percent reads percent: 90 (or "90%"), in (0, 100].
-func (r *reader) percent(m map[string]entry, n *yaml.Node, field string) float64 {
+func (r *reader) percent(m map[string]yamlcheck.Entry, n *yaml.Node, field string) float64 {
 	e, ok := m["percent"]
-	field = join(field, "percent")
+	field = yamlcheck.Join(field, "percent")
 	if !ok {
-		r.fail(n, field, "missing: the share of the GPU's memory that alerts (e.g. 90)")
+		r.Fail(n, field, "missing: the share of the GPU's memory that alerts (e.g. 90)")
 		return 0
 	}
-	s, ok := r.scalar(e.val, field)
+	s, ok := r.Scalar(e.Val, field)
 	if !ok {
 		return 0
 	}
 	p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%")), 64)
 	if err != nil || math.IsNaN(p) || p <= 0 || p > 100 {
-		r.fail(e.val, field, "want a number above 0 and at most 100, found %q", s)
+		r.Fail(e.Val, field, "want a number above 0 and at most 100, found %q", s)
 		return 0
 	}
 	return p
 }
 
 // slope reads a growth rate: a size, "/", and s, min or h ("1MiB/s").
-func (r *reader) slope(m map[string]entry, key, field string) float64 {
+func (r *reader) slope(m map[string]yamlcheck.Entry, key, field string) float64 {
 	e, ok := m[key]
 	if !ok {
 		return 0
 	}
-	field = join(field, key)
-	s, ok := r.scalar(e.val, field)
+	field = yamlcheck.Join(field, key)
+	s, ok := r.Scalar(e.Val, field)
 	if !ok {
 		return 0
 	}
 	v, err := parseSlope(s)
 	if err != nil {
-		r.fail(e.val, field, "want a rate such as 1MiB/s or 100MiB/min: %v", err)
+		r.Fail(e.Val, field, "want a rate such as 1MiB/s or 100MiB/min: %v", err)
 		return 0
 	}
 	return v
@@ -560,8 +438,8 @@ func parseSlope(s string) (float64, error) {
 }
 
 func (r *reader) webhook(n *yaml.Node, field string) (Webhook, bool) {
-	before := len(r.errs)
-	m := r.mapping(n, field, "url", "timeout", "max_attempts", "backoff", "max_backoff", "headers")
+	before := len(r.Errs)
+	m := r.Mapping(n, field, "url", "timeout", "max_attempts", "backoff", "max_backoff", "headers")
 	if m == nil {
 		return Webhook{}, false
 	}
@@ -573,35 +451,35 @@ func (r *reader) webhook(n *yaml.Node, field string) (Webhook, bool) {
 		MaxBackoff:  r.duration(m, "max_backoff", field, DefaultMaxBackoff),
 	}
 	if e, ok := m["url"]; !ok {
-		r.fail(n, join(field, "url"), "missing: where to post alerts (http:// or https://)")
-	} else if s, ok := r.scalar(e.val, join(field, "url")); ok {
+		r.Fail(n, yamlcheck.Join(field, "url"), "missing: where to post alerts (http:// or https://)")
+	} else if s, ok := r.Scalar(e.Val, yamlcheck.Join(field, "url")); ok {
 		if err := checkURL(s); err != nil {
-			r.fail(e.val, join(field, "url"), "%v", err)
+			r.Fail(e.Val, yamlcheck.Join(field, "url"), "%v", err)
 		}
 		w.URL = s
 	}
 	for _, k := range []string{"timeout", "backoff", "max_backoff"} {
-		if e, ok := m[k]; ok && isZero(e.val) {
-			r.fail(e.val, join(field, k), "must be more than 0")
+		if e, ok := m[k]; ok && isZero(e.Val) {
+			r.Fail(e.Val, yamlcheck.Join(field, k), "must be more than 0")
 		}
 	}
 	if e, ok := m["max_attempts"]; ok {
-		if s, ok := r.scalar(e.val, join(field, "max_attempts")); ok {
+		if s, ok := r.Scalar(e.Val, yamlcheck.Join(field, "max_attempts")); ok {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < 1 || v > MaxAttemptsLimit {
-				r.fail(e.val, join(field, "max_attempts"), "want a whole number from 1 to %d, found %q", MaxAttemptsLimit, s)
+				r.Fail(e.Val, yamlcheck.Join(field, "max_attempts"), "want a whole number from 1 to %d, found %q", MaxAttemptsLimit, s)
 			} else {
 				w.MaxAttempts = v
 			}
 		}
 	}
 	if e, ok := m["max_backoff"]; ok && w.MaxBackoff > 0 && w.MaxBackoff < w.Backoff {
-		r.fail(e.val, join(field, "max_backoff"), "%s is less than backoff (%s)", w.MaxBackoff, w.Backoff)
+		r.Fail(e.Val, yamlcheck.Join(field, "max_backoff"), "%s is less than backoff (%s)", w.MaxBackoff, w.Backoff)
 	}
 	if e, ok := m["headers"]; ok {
-		w.Headers = r.headers(e.val, join(field, "headers"))
+		w.Headers = r.headers(e.Val, yamlcheck.Join(field, "headers"))
 	}
-	return w, len(r.errs) == before
+	return w, len(r.Errs) == before
 }
 
 // checkURL accepts absolute http and https URLs with a host.
@@ -630,10 +508,10 @@ func checkURL(s string) error {
 var reservedHeaders = []string{"content-type", "content-length", "host", "transfer-encoding", "connection"}
 
 func (r *reader) headers(n *yaml.Node, field string) map[string]string {
-	if isNull(n) {
+	if yamlcheck.IsNull(n) {
 		return nil
 	}
-	m := r.mapping(n, field)
+	m := r.Mapping(n, field)
 	if m == nil {
 		return nil
 	}
@@ -643,55 +521,55 @@ func (r *reader) headers(n *yaml.Node, field string) map[string]string {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		e, ok := m[k.Value]
-		if !ok || e.key != k {
+		if !ok || e.Key != k {
 			continue // refused by mapping
 		}
-		f := join(field, k.Value)
+		f := yamlcheck.Join(field, k.Value)
 		if !validHeaderName(k.Value) {
-			r.fail(k, f, "not a valid header name")
+			r.Fail(k, f, "not a valid header name")
 			continue
 		}
 		if slices.Contains(reservedHeaders, strings.ToLower(k.Value)) {
-			r.fail(k, f, "set by vram itself; leave it out")
+			r.Fail(k, f, "set by vram itself; leave it out")
 			continue
 		}
 		canon := textproto.CanonicalMIMEHeaderKey(k.Value)
 		if prev, dup := lines[canon]; dup {
-			r.fail(k, f, "the same header as the one on line %d (names ignore case)", prev)
+			r.Fail(k, f, "the same header as the one on line %d (names ignore case)", prev)
 			continue
 		}
 		lines[canon] = k.Line
-		v, ok := r.scalar(e.val, f)
+		v, ok := r.Scalar(e.Val, f)
 		if !ok {
 			continue
 		}
 		if path, isFile := strings.CutPrefix(v, "@"); isFile {
 			if path == "" {
-				r.fail(e.val, f, `"@" must be followed by the path of the file that holds the value`)
+				r.Fail(e.Val, f, `"@" must be followed by the path of the file that holds the value`)
 				continue
 			}
 			if !filepath.IsAbs(path) {
-				path = filepath.Join(filepath.Dir(r.file), path)
+				path = filepath.Join(filepath.Dir(r.File), path)
 			}
 			s, err := r.secret(path)
 			if err != nil {
-				r.fail(e.val, f, "reading the value from a file: %v", err)
+				r.Fail(e.Val, f, "reading the value from a file: %v", err)
 				continue
 			}
 			v = strings.TrimRight(s, "\r\n")
 			if v == "" {
-				r.fail(e.val, f, "%s is empty", path)
+				r.Fail(e.Val, f, "%s is empty", path)
 				continue
 			}
 			if !validHeaderValue(v) {
-				r.fail(e.val, f, "%s holds characters a header value cannot carry (a line break or a control character)", path)
+				r.Fail(e.Val, f, "%s holds characters a header value cannot carry (a line break or a control character)", path)
 				continue
 			}
 		} else if v == "" {
-			r.fail(e.val, f, "empty value (leave the header out, or read it from a file with \"@/path\")")
+			r.Fail(e.Val, f, "empty value (leave the header out, or read it from a file with \"@/path\")")
 			continue
 		} else if !validHeaderValue(v) {
-			r.fail(e.val, f, "a header value cannot carry line breaks or control characters")
+			r.Fail(e.Val, f, "a header value cannot carry line breaks or control characters")
 			continue
 		}
 		out[k.Value] = v
