@@ -360,3 +360,40 @@ func TestLeakConfirmed(t *testing.T) {
 		t.Errorf("%d slope series, want the confirmed leak's only", n)
 	}
 }
+
+// TestHistoryFailureWarns: when history writes start failing (here the file
+// is closed under the writer; on a host, a full disk or a damaged page), the
+// State's warnings say so, until a tick is written again.
+func TestHistoryFailureWarns(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.HistoryInterval = time.Second
+	e := newEnv(t, 1, cfg)
+	e.step(time.Second)
+	e.flush(t)
+	if s, _ := e.d.State(); hasHistoryWarning(s.Warnings) {
+		t.Fatalf("warning before any failure: %q", s.Warnings)
+	}
+	if err := e.d.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.step(time.Second)
+	e.flush(t)
+	e.step(time.Second) // the State built after the failure carries it
+	s, _ := e.d.State()
+	if !hasHistoryWarning(s.Warnings) {
+		t.Fatalf("no history warning after a failed write: %q", s.Warnings)
+	}
+	e.d.w.failing.Store(nil) // what the next tick written does
+	if w := e.d.w.warning(); w != "" {
+		t.Errorf("warning kept after the failure cleared: %q", w)
+	}
+}
+
+func hasHistoryWarning(ws []string) bool {
+	for _, w := range ws {
+		if strings.HasPrefix(w, "history: writes to ") && strings.Contains(w, "failing since") {
+			return true
+		}
+	}
+	return false
+}

@@ -288,6 +288,9 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 		return s
 	}
 	s.Warnings = snap.Warnings
+	if w := d.w.warning(); w != "" {
+		s.Warnings = append(slices.Clip(s.Warnings), w)
+	}
 	for _, p := range snap.Processes {
 		t := d.procs[keyOf(p)]
 		ap := api.Process{

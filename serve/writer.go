@@ -5,6 +5,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,26 @@ type writer struct {
 
 	ticks, dropped, failed atomic.Int64
 	lastTick               atomic.Int64 // Unix ms of the newest tick written
+	// failing is set by a failed write and cleared by the next tick that
+	// is written: the State's warnings show it, so a history file that
+	// has gone bad (a full disk, a damaged page) is visible on the
+	// dashboard and in the API, not only in the log and the counter.
+	failing atomic.Pointer[writeFailure]
+}
+
+// writeFailure is the first of a run of failed history writes.
+type writeFailure struct {
+	err   string
+	since time.Time
+}
+
+// warning describes a run of failed writes, or is empty.
+func (w *writer) warning() string {
+	f := w.failing.Load()
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("history: writes to %s failing since %s: %s", w.st.Path(), f.since.UTC().Format(time.RFC3339), f.err)
 }
 
 func newWriter(st *store.Store, log *slog.Logger) *writer {
@@ -61,6 +82,7 @@ func (w *writer) run() {
 			if err == nil {
 				w.ticks.Add(1)
 				w.lastTick.Store(op.tick.Time.UnixMilli())
+				w.failing.Store(nil)
 				if took := time.Since(start); took > 2*time.Second {
 					w.log.Warn("history write was slow", "took", took.Round(time.Millisecond), "devices", len(op.tick.Devices), "processes", len(op.tick.Processes))
 				}
@@ -75,6 +97,9 @@ func (w *writer) run() {
 		if err != nil {
 			w.failed.Add(1)
 			w.log.Error("history write failed", "err", err)
+			if w.failing.Load() == nil {
+				w.failing.Store(&writeFailure{err: err.Error(), since: time.Now()})
+			}
 		}
 	}
 }
