@@ -275,8 +275,14 @@ func loadRules(c Config) (*policy.Policy, alert.Config, error) {
 	var pol *policy.Policy
 	if c.PolicyFile != "" {
 		p, err := policy.ReadFile(c.PolicyFile)
-		if err != nil {
-			return nil, alert.Config{}, err
+		var perrs policy.Errors
+		switch {
+		case errors.As(err, &perrs):
+			return nil, alert.Config{}, err // each names the policy file and line
+		case err != nil && c.File != "":
+			return nil, alert.Config{}, fmt.Errorf("%s: policy_file: %w", c.File, err)
+		case err != nil:
+			return nil, alert.Config{}, fmt.Errorf("policy_file: %w", err)
 		}
 		pol = p
 	}

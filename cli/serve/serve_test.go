@@ -58,6 +58,7 @@ func TestUsageErrors(t *testing.T) {
 	write(t, dir, "token", "0123456789abcdef0123456789abcdef\n", 0o644)
 	badPol := write(t, dir, "badpol.yaml", "version: 1\npolicy_file: pol.yaml\n", 0o600)
 	write(t, dir, "pol.yaml", "version: 1\nreclaim:\n  - {name: x, when: [nope]}\n", 0o600)
+	missPol := write(t, dir, "misspol.yaml", "version: 1\npolicy_file: nopol.yaml\n", 0o600)
 	badAlert := write(t, dir, "badalert.yaml", "version: 1\nalerts:\n  rules:\n    - {name: x, when: never}\n", 0o600)
 	db := filepath.Join(dir, "h.db")
 	for _, tc := range []struct {
@@ -72,6 +73,7 @@ func TestUsageErrors(t *testing.T) {
 		{"empty host", []string{"serve", "--simulate", "1", "--addr", ":9400", "--db", db}, 2, "--addr :9400"},
 		{"bad config", []string{"serve", "--simulate", "1", "--config", badCfg, "--db", db}, 2, "bad.yaml:2: interval: want a duration"},
 		{"missing config", []string{"serve", "--config", filepath.Join(dir, "none.yaml")}, 2, "none.yaml: no such file"},
+		{"missing policy file", []string{"serve", "--simulate", "1", "--config", missPol, "--db", db}, 1, "misspol.yaml: policy_file: policy: open " + filepath.Join(dir, "nopol.yaml") + ": no such file"},
 		{"interval", []string{"serve", "--simulate", "1", "--interval", "1ms"}, 2, "--interval 1ms: must be between 10ms and 1h0m0s"},
 		{"simulate", []string{"serve", "--simulate", "65"}, 2, "--simulate 65"},
 		{"gpu and all", []string{"serve", "--simulate", "2", "--gpu", "0", "--all-gpus"}, 2, "--gpu and --all-gpus"},
