@@ -48,3 +48,25 @@ func BenchmarkProcStatUncached(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSampleSim1600 is a full sample of a simulated host of 8 GPUs with
+// 200 processes each (the daemon's load figure): the simulated driver and
+// /proc cost little, so this is mostly the sampler's own work.
+func BenchmarkSampleSim1600(b *testing.B) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { now = now.Add(100 * time.Millisecond); return now }
+	sim, err := NewSimProcs(8, 200, 1, clock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewSampler(sim, SamplerOptions{Procs: sim, Now: clock})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Sample(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

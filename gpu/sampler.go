@@ -284,8 +284,10 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	if s.cache != nil {
 		s.cache.prune(now, live)
 	}
+	// (Memory, PID, Device) orders processes totally; the comparison
+	// reads them in place, since a Process is a large struct.
 	sort.SliceStable(snap.Processes, func(a, b int) bool {
-		pa, pb := snap.Processes[a], snap.Processes[b]
+		pa, pb := &snap.Processes[a], &snap.Processes[b]
 		if pa.Memory != pb.Memory {
 			return pa.Memory > pb.Memory
 		}
