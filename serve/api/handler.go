@@ -630,25 +630,22 @@ func (h *handler) getProcessHistory(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (h *handler) getAlerts(w http.ResponseWriter, r *http.Request) error {
-	v, err := params(r, "from", "to")
-	if err != nil {
-		return err
-	}
-	from, to, err := parseRange(v, h.now(), defaultEventRange)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.QueryTimeout)
-	defer cancel()
-	as, err := h.b.Alerts(ctx, from, to)
-	if err != nil {
-		return fmt.Errorf("alerts: %w", err)
-	}
-	h.writeJSON(w, http.StatusOK, AlertsResponse{Schema: Schema, Alerts: orEmpty(as)})
-	return nil
+	return getEvents(h, w, r, "alerts", h.b.Alerts, func(as []Alert) any {
+		return AlertsResponse{Schema: Schema, Alerts: orEmpty(as)}
+	})
 }
 
 func (h *handler) getActions(w http.ResponseWriter, r *http.Request) error {
+	return getEvents(h, w, r, "actions", h.b.Actions, func(as []Action) any {
+		return ActionsResponse{Schema: Schema, Actions: orEmpty(as)}
+	})
+}
+
+// getEvents answers a list of recorded events over a time range (from, to;
+// the last day by default): what names it in errors, list reads it from
+// the backend, body wraps it in its response document.
+func getEvents[T any](h *handler, w http.ResponseWriter, r *http.Request, what string,
+	list func(ctx context.Context, from, to time.Time) ([]T, error), body func([]T) any) error {
 	v, err := params(r, "from", "to")
 	if err != nil {
 		return err
@@ -659,11 +656,11 @@ func (h *handler) getActions(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.QueryTimeout)
 	defer cancel()
-	as, err := h.b.Actions(ctx, from, to)
+	xs, err := list(ctx, from, to)
 	if err != nil {
-		return fmt.Errorf("actions: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	h.writeJSON(w, http.StatusOK, ActionsResponse{Schema: Schema, Actions: orEmpty(as)})
+	h.writeJSON(w, http.StatusOK, body(xs))
 	return nil
 }
 
