@@ -338,21 +338,7 @@ func TestPagedPressurePropertyRandomOps(t *testing.T) {
 		}
 		m := &model{a: a, dev: dev, live: map[uint64]liveAlloc{}}
 		streams := []alloc.Stream{0, 1}
-		t.Repeat(map[string]func(*rapid.T){
-			"alloc": func(t *rapid.T) {
-				if err := m.alloc(drawSize(t), rapid.SampledFrom(streams).Draw(t, "stream")); err != nil {
-					t.Fatal(err)
-				}
-			},
-			"free": func(t *rapid.T) {
-				p, _, ok := m.pick(t)
-				if !ok {
-					t.Skip("nothing live")
-				}
-				if err := m.free(p); err != nil {
-					t.Fatal(err)
-				}
-			},
+		t.Repeat(m.withAllocFree(streams, map[string]func(*rapid.T){
 			"completeEvents": func(t *rapid.T) { dev.CompleteEvents() },
 			"othersHold": func(t *rapid.T) {
 				dev.SetReservedByOthers(rapid.Uint64Range(0, capacity).Draw(t, "othersBytes"))
@@ -394,7 +380,7 @@ func TestPagedPressurePropertyRandomOps(t *testing.T) {
 					t.Fatalf("chunk bound %d: not whole pages up to 20 MiB", bound)
 				}
 			},
-		})
+		}))
 		dev.SetReservedByOthers(0)
 		for p := range m.live {
 			if err := m.free(p); err != nil {

@@ -493,21 +493,7 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 				t.Fatalf("large pool reserves %d, device maps %d and holds %d physical", large, ds.MappedBytes, ds.PhysBytes)
 			}
 		}
-		t.Repeat(map[string]func(*rapid.T){
-			"alloc": func(t *rapid.T) {
-				if err := m.alloc(drawSize(t), rapid.SampledFrom(streams).Draw(t, "stream")); err != nil {
-					t.Fatal(err)
-				}
-			},
-			"free": func(t *rapid.T) {
-				p, _, ok := m.pick(t)
-				if !ok {
-					t.Skip("nothing live")
-				}
-				if err := m.free(p); err != nil {
-					t.Fatal(err)
-				}
-			},
+		t.Repeat(m.withAllocFree(streams, map[string]func(*rapid.T){
 			"recordStream": func(t *rapid.T) {
 				p, _, ok := m.pick(t)
 				if !ok {
@@ -536,7 +522,7 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 				}
 			},
 			"": verify,
-		})
+		}))
 		for p := range m.live {
 			if err := m.free(p); err != nil {
 				t.Fatal(err)

@@ -97,6 +97,27 @@ func (m *model) checkTag(p uint64, la liveAlloc) error {
 	return nil
 }
 
+// withAllocFree adds the two actions every property test of the model
+// takes, allocate (a drawn size on one of streams) and free (a live
+// allocation), to a test's own actions.
+func (m *model) withAllocFree(streams []alloc.Stream, actions map[string]func(*rapid.T)) map[string]func(*rapid.T) {
+	actions["alloc"] = func(t *rapid.T) {
+		if err := m.alloc(drawSize(t), rapid.SampledFrom(streams).Draw(t, "stream")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actions["free"] = func(t *rapid.T) {
+		p, _, ok := m.pick(t)
+		if !ok {
+			t.Skip("nothing live")
+		}
+		if err := m.free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return actions
+}
+
 func (m *model) pick(t *rapid.T) (uint64, liveAlloc, bool) {
 	if len(m.live) == 0 {
 		return 0, liveAlloc{}, false
@@ -205,21 +226,7 @@ func TestPropertyRandomOps(t *testing.T) {
 		}
 		m := &model{a: a, dev: dev, live: map[uint64]liveAlloc{}}
 		streams := []alloc.Stream{0, 1, 2}
-		t.Repeat(map[string]func(*rapid.T){
-			"alloc": func(t *rapid.T) {
-				if err := m.alloc(drawSize(t), rapid.SampledFrom(streams).Draw(t, "stream")); err != nil {
-					t.Fatal(err)
-				}
-			},
-			"free": func(t *rapid.T) {
-				p, _, ok := m.pick(t)
-				if !ok {
-					t.Skip("nothing live")
-				}
-				if err := m.free(p); err != nil {
-					t.Fatal(err)
-				}
-			},
+		t.Repeat(m.withAllocFree(streams, map[string]func(*rapid.T){
 			"recordStream": func(t *rapid.T) {
 				p, _, ok := m.pick(t)
 				if !ok {
@@ -270,7 +277,7 @@ func TestPropertyRandomOps(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-		})
+		}))
 		for p := range m.live {
 			if err := m.free(p); err != nil {
 				t.Fatal(err)
