@@ -105,8 +105,6 @@ type Allocator struct {
 	dev         Device
 	cfg         Config
 	total       uint64 // device total memory at New
-	capBytes    uint64 // effective cap on reserved bytes
-	gcLimit     uint64 // garbage_collection_threshold × cap, 0 if off
 	maxSplit    uint64 // math.MaxUint64 when unlimited
 	samplePer   uint64 // record one call stack in samplePer when sampled
 	roundDivs   bool   // some roundup_power2_divisions entry is above 1
@@ -127,6 +125,8 @@ type Allocator struct {
 	siteCache     map[uintptr]Frame
 	closed        bool
 	pg            *pagedState // page-mapped mode, nil when off
+	capBytes      uint64      // effective cap on reserved bytes (SetCap changes it)
+	gcLimit       uint64      // garbage_collection_threshold × cap, 0 if off
 
 	sampleTick atomic.Uint64 // allocations seen by sampled call-site recording
 }
@@ -158,18 +158,7 @@ func New(dev Device, cfg Config) (*Allocator, error) {
 	for _, div := range cfg.RoundupPower2Divisions {
 		a.roundDivs = a.roundDivs || div > 1
 	}
-	a.capBytes = total
-	if cfg.MaxBytes != 0 && cfg.MaxBytes < a.capBytes {
-		a.capBytes = cfg.MaxBytes
-	}
-	if cfg.MaxFraction != 0 {
-		if f := uint64(cfg.MaxFraction * float64(total)); f < a.capBytes {
-			a.capBytes = f
-		}
-	}
-	if cfg.GarbageCollectionThreshold > 0 {
-		a.gcLimit = uint64(cfg.GarbageCollectionThreshold * float64(a.capBytes))
-	}
+	a.setCapLocked(cfg.MaxBytes, cfg.MaxFraction)
 	rate := cfg.SampleRate
 	if rate == 0 {
 		rate = 0.01
@@ -203,7 +192,52 @@ func New(dev Device, cfg Config) (*Allocator, error) {
 func (a *Allocator) Config() Config { return a.cfg }
 
 // Cap returns the most bytes the allocator may reserve.
-func (a *Allocator) Cap() uint64 { return a.capBytes }
+func (a *Allocator) Cap() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.capBytes
+}
+
+// SetCap replaces the caps of the configuration (max_bytes, max_fraction)
+// from now on: the allocator may then reserve at most the smaller of
+// maxBytes and maxFraction × the device's total memory (0 for either: no
+// cap of that kind). This is what torch.cuda.set_per_process_memory_fraction
+// does to PyTorch's allocator. A lower cap does not release memory at
+// once: growth past it fails (after the cache is released, as at any cap),
+// and EmptyCache gives cached memory back. It fails on a fraction outside
+// [0, 1].
+func (a *Allocator) SetCap(maxBytes uint64, maxFraction float64) error {
+	if !(maxFraction >= 0 && maxFraction <= 1) {
+		return fmt.Errorf("alloc: cap: fraction %v is not in [0, 1]", maxFraction)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.setCapLocked(maxBytes, maxFraction)
+	if a.pg != nil {
+		a.pg.maxChunk = max(roundUp(maxChunkBytes, a.pg.gran), a.pg.gran)
+		if a.capBytes < a.total {
+			a.pg.boundChunks(a.capBytes)
+		}
+	}
+	return nil
+}
+
+// setCapLocked sets capBytes and gcLimit from the two caps.
+func (a *Allocator) setCapLocked(maxBytes uint64, maxFraction float64) {
+	a.capBytes = a.total
+	if maxBytes != 0 && maxBytes < a.capBytes {
+		a.capBytes = maxBytes
+	}
+	if maxFraction != 0 {
+		if f := uint64(maxFraction * float64(a.total)); f < a.capBytes {
+			a.capBytes = f
+		}
+	}
+	a.gcLimit = 0
+	if t := a.cfg.GarbageCollectionThreshold; t > 0 {
+		a.gcLimit = uint64(t * float64(a.capBytes))
+	}
+}
 
 func roundUp(n, m uint64) uint64 { return (n + m - 1) / m * m }
 

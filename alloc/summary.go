@@ -27,6 +27,11 @@ func (a *Allocator) Summary() string {
 	return formatSummary(s, free, largest)
 }
 
+// Summary renders s as Allocator.Summary does, for statistics without an
+// allocator at hand (a device that has allocated nothing): the
+// fragmentation line then reports no free cached block.
+func (s Stats) Summary() string { return formatSummary(s, 0, 0) }
+
 const summaryWidth = 75
 
 func formatSummary(s Stats, free, largest uint64) string {

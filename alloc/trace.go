@@ -94,3 +94,30 @@ func (a *Allocator) WriteTraceCSV(w io.Writer) error {
 	}
 	return nil
 }
+
+// TraceEvent is one kept event of the trace (trace_events).
+type TraceEvent struct {
+	Time   time.Time
+	Action string // "alloc", "alloc_failure" or "free"
+	Ptr    uint64 // 0 for a failure
+	Size   uint64 // the size requested
+	Stream Stream
+}
+
+// TraceEvents returns the kept trace events, oldest first. It fails when
+// the allocator was created without trace_events.
+func (a *Allocator) TraceEvents() ([]TraceEvent, error) {
+	a.mu.Lock()
+	if a.trace == nil {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("alloc: trace: no events are recorded (set trace_events in the configuration)")
+	}
+	events := a.trace.eventsLocked()
+	a.mu.Unlock()
+	names := [...]string{traceAlloc: "alloc", traceAllocFailure: "alloc_failure", traceFree: "free"}
+	out := make([]TraceEvent, len(events))
+	for i, e := range events {
+		out[i] = TraceEvent{Time: a.traceOrigin.Add(time.Duration(e.t)), Action: names[e.action], Ptr: e.ptr, Size: e.size, Stream: e.stream}
+	}
+	return out, nil
+}

@@ -83,8 +83,8 @@ char *vram_summary(int device);
  * torch.cuda.memory._snapshot(): {"segments": [...], "device_traces": [[...], ...],
  * "allocator_settings": {...}}; pickled, PyTorch's memory_viz draws it and
  * `vram replay` reads it. device_traces holds the last trace_events
- * allocations and frees per device (set trace_events in the settings;
- * vram.torch.dump_snapshot turns it on by default). */
+ * allocations and frees per device when trace_events is set in the settings
+ * (otherwise the traces are empty: recording costs time on every call). */
 char *vram_snapshot_json(void);
 /* Releases cached memory of device (-1: every device). Returns 0 or -1. */
 int vram_empty_cache(int device);

@@ -1,0 +1,53 @@
+package main_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildLibrary builds libvram.so into dir with the README's command.
+func buildLibrary(t *testing.T, dir string) string {
+	t.Helper()
+	lib := filepath.Join(dir, "libvram.so")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildmode=c-shared: %v\n%s", err, out)
+	}
+	return lib
+}
+
+// TestCallers drives the library from C++ as PyTorch's pluggable allocator
+// does (testdata/driver.cc) on the simulated device: the out-of-memory
+// exception, the hooks, eight threads, fork.
+func TestCallers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the shared library")
+	}
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Fatal("g++ is needed to build the test driver")
+	}
+	dir := t.TempDir()
+	buildLibrary(t, dir)
+	drv := filepath.Join(dir, "driver")
+	cmd := exec.Command(cxx, "-std=c++17", "-O1", "-pthread", "-I.", "-o", drv, "testdata/driver.cc",
+		"-L"+dir, "-lvram", "-Wl,-rpath,"+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the driver: %v\n%s", err, out)
+	}
+	run := exec.Command(drv)
+	run.Env = append(os.Environ(), "VRAM_DEVICE=sim", "VRAM_ALLOC_CONF=max_bytes:64MiB")
+	out, err := run.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("driver: %v", err)
+	}
+	for _, want := range []string{"ok malloc", "ok out of memory throws", "ok 8 threads", "ok fork", "ok errors"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("driver output lacks %q", want)
+		}
+	}
+}
