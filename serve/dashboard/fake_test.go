@@ -101,6 +101,7 @@ func (b *fakeBackend) build(now time.Time, after bool) api.State {
 	gone := proc(gpu1, 1, pidGone, "frank", "python train_dist.py --rank 1", gib+gib/4, "no-such-process")
 	gone.StartTime = time.Time{}
 	zombie := proc(gpu1, 1, pidZombie, "grace", "python prep.py", 3*mib, "zombie")
+	zombie.Recent = ramp(zombie.UsedBytes, 60, 0) // what it holds no longer changes
 	// The detector's two other verdicts: no leak (the slope shown, muted)
 	// and unknown (nothing shown).
 	train.Leak = &api.Leak{Verdict: "no_leak", Slope: 0.2 * mib / 60, Confidence: 0.8, Reason: "floor not rising"}
