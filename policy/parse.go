@@ -65,9 +65,10 @@ func Parse(name string, data []byte) (*Policy, error) {
 		}
 		return nil, Errors{{File: name, Line: line, Msg: "a second YAML document: a policy file holds one"}}
 	}
-	r := &reader{yamlcheck.Reader{File: name, Where: "in a policy file"}}
+	r := &reader{Reader: yamlcheck.Reader{File: name, Where: "in a policy file"}}
 	p := r.policy(&doc)
 	if len(r.Errs) > 0 {
+		r.Errs.SortByLine()
 		return nil, r.Errs
 	}
 	return p, nil
@@ -76,15 +77,9 @@ func Parse(name string, data []byte) (*Policy, error) {
 // reader walks the node tree, collecting errors.
 type reader struct {
 	yamlcheck.Reader
-}
-
-func (r *reader) str(m map[string]yamlcheck.Entry, key, field string) string {
-	e, ok := m[key]
-	if !ok {
-		return ""
-	}
-	s, _ := r.Scalar(e.Val, yamlcheck.Join(field, key))
-	return s
+	// rules and quotas map each name seen so far to the line of the rule
+	// or quota it names, valid or not.
+	rules, quotas map[string]int
 }
 
 func (r *reader) boolean(m map[string]yamlcheck.Entry, key, field string, def bool) bool {
@@ -170,7 +165,6 @@ func (r *reader) policy(doc *yaml.Node) *Policy {
 			}
 		}
 	}
-	r.uniqueNames(p)
 	return p
 }
 
@@ -195,12 +189,31 @@ func (r *reader) match(m map[string]yamlcheck.Entry, field string) Match {
 	return out
 }
 
-func (r *reader) name(m map[string]yamlcheck.Entry, n *yaml.Node, field string) string {
-	name := r.str(m, "name", field)
-	if _, ok := m["name"]; !ok {
-		r.Fail(n, yamlcheck.Join(field, "name"), "missing: every rule needs a name (it appears in reports)")
-	} else if name == "" || strings.ContainsAny(name, "\n\r\t") {
-		r.Fail(m["name"].Val, yamlcheck.Join(field, "name"), "want a one-line name")
+// name reads the name of the rule or quota n (what says which) and fails
+// on one already used by another of the same kind: reports and the
+// daemon's state refer to them by name. seen is that kind's names so far.
+func (r *reader) name(m map[string]yamlcheck.Entry, n *yaml.Node, field, what string, seen *map[string]int) string {
+	field = yamlcheck.Join(field, "name")
+	e, ok := m["name"]
+	if !ok {
+		r.Fail(n, field, "missing: every %s needs a name (it appears in reports)", what)
+		return ""
+	}
+	name, ok := r.Scalar(e.Val, field)
+	switch {
+	case !ok:
+		return ""
+	case name == "" || strings.ContainsAny(name, "\n\r\t"):
+		r.Fail(e.Val, field, "want a one-line name")
+		return name
+	}
+	if *seen == nil {
+		*seen = map[string]int{}
+	}
+	if line, dup := (*seen)[name]; dup {
+		r.Fail(e.Val, field, "%q already names the %s on line %d", name, what, line)
+	} else {
+		(*seen)[name] = n.Line
 	}
 	return name
 }
@@ -233,7 +246,7 @@ func (r *reader) rule(n *yaml.Node, field string, grace time.Duration) (Rule, bo
 	}
 	rule := Rule{
 		Line:      n.Line,
-		Name:      r.name(m, n, field),
+		Name:      r.name(m, n, field, "rule", &r.rules),
 		OlderThan: r.duration(m, "older_than", field, 0),
 		IdleFor:   r.duration(m, "idle_for", field, 0),
 		MinBytes:  r.bytes(m, "min_bytes", field),
@@ -287,7 +300,7 @@ func (r *reader) quota(n *yaml.Node, field string, grace time.Duration) (Quota, 
 	}
 	q := Quota{
 		Line:     n.Line,
-		Name:     r.name(m, n, field),
+		Name:     r.name(m, n, field, "quota", &r.quotas),
 		Per:      "process",
 		Match:    r.match(m, field),
 		MaxBytes: r.bytes(m, "max_bytes", field),
@@ -309,23 +322,4 @@ func (r *reader) quota(n *yaml.Node, field string, grace time.Duration) (Quota, 
 		r.Fail(e.Val, yamlcheck.Join(field, "max_bytes"), "0 bytes would flag every process holding memory")
 	}
 	return q, len(r.Errs) == before
-}
-
-// uniqueNames fails on two rules, or two quotas, of the same name: reports
-// and the daemon's state refer to them by name.
-func (r *reader) uniqueNames(p *Policy) {
-	seen := map[string]int{}
-	for i, rule := range p.Reclaim {
-		if line, dup := seen[rule.Name]; dup {
-			r.Fail(&yaml.Node{Line: rule.Line}, fmt.Sprintf("reclaim[%d].name", i), "%q already names the rule on line %d", rule.Name, line)
-		}
-		seen[rule.Name] = rule.Line
-	}
-	seen = map[string]int{}
-	for i, q := range p.Quotas {
-		if line, dup := seen[q.Name]; dup {
-			r.Fail(&yaml.Node{Line: q.Line}, fmt.Sprintf("quotas[%d].name", i), "%q already names the quota on line %d", q.Name, line)
-		}
-		seen[q.Name] = q.Line
-	}
 }

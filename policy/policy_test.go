@@ -79,7 +79,7 @@ func TestInvalid(t *testing.T) {
 		{"quota bad per", "version: 1\nquotas:\n  - name: q\n    per: team\n    max_bytes: 1GiB\n", `p.yaml:4: quotas[0].per: "team": want one of process, user, container, cgroup, all`},
 		{"quota report", "version: 1\nquotas:\n  - name: q\n    max_bytes: 1GiB\n    action: report\n", `p.yaml:5: quotas[0].action: "report" is not an action here (want one of warn, term, kill)`},
 		{"alias", "version: 1\nreclaim:\n  - &r {name: a, when: [dead]}\n  - *r\n", "p.yaml:4: reclaim[1]: aliases (*name) are not allowed"},
-		{"merge key", "version: 1\nreclaim:\n  - name: a\n    <<: {when: [dead]}\n", "p.yaml:4: reclaim[0]: merge keys (<<) are not allowed"},
+		{"merge key", "version: 1\nreclaim:\n  - name: a\n    when: [dead]\n    <<: {older_than: 1h}\n", "p.yaml:5: reclaim[0]: merge keys (<<) are not allowed"},
 		{"two documents", "version: 1\n---\nversion: 1\n", "p.yaml:2: a second YAML document"},
 		{"value is a list", "version: 1\ngrace: [1s]\n", "p.yaml:2: grace: want a value, found a list"},
 	}
@@ -152,4 +152,53 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEveryMistakeInLineOrder: a file with many mistakes gets all of them,
+// duplicate names included (even of rules that have other mistakes), sorted
+// by line, whatever order the checks run in.
+func TestEveryMistakeInLineOrder(t *testing.T) {
+	want := []string{
+		`testdata/mistakes.yaml:2: grace: want a duration such as 90s, 10m or 1h30m, found "soon"`,
+		`testdata/mistakes.yaml:5: reclaim[0].when[1]: unknown condition "sleeping"`,
+		`testdata/mistakes.yaml:7: reclaim[0].match.user: empty pattern`,
+		`testdata/mistakes.yaml:8: reclaim[0].match.command: empty pattern`,
+		`testdata/mistakes.yaml:9: reclaim[0].match.cgroup: empty pattern`,
+		`testdata/mistakes.yaml:10: reclaim[0].match.container: empty pattern`,
+		`testdata/mistakes.yaml:11: reclaim[1].name: "orphans" already names the rule on line 4`,
+		`testdata/mistakes.yaml:13: reclaim[1].min_bytes: want a size such as 512MiB or 40GiB`,
+		`testdata/mistakes.yaml:17: reclaim[3].name: "idle-notebooks" already names the rule on line 14`,
+		`testdata/mistakes.yaml:21: quotas[0].per: "team": want one of`,
+		`testdata/mistakes.yaml:23: quotas[1].name: "big" already names the quota on line 20`,
+	}
+	// The match fields are kept in a map: run a few times so that an order
+	// that depends on the map's iteration shows.
+	for range 20 {
+		_, err := ReadFile("testdata/mistakes.yaml")
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Fatalf("err = %v, want policy errors", err)
+		}
+		var got []string
+		for _, e := range es {
+			got = append(got, e.Error())
+		}
+		ok := len(got) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			ok = strings.HasPrefix(got[i], want[i])
+		}
+		if !ok {
+			t.Fatalf("errors:\n%s\nwant, in this order:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// TestDuplicateNameOnTheNameLine: the duplicate is reported where its name
+// is, also when the name is not a rule's first key.
+func TestDuplicateNameOnTheNameLine(t *testing.T) {
+	_, err := Parse("p.yaml", []byte("version: 1\nreclaim:\n  - name: a\n    when: [dead]\n  - when: [orphaned]\n    name: a\n"))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 1 || es[0].Error() != `p.yaml:6: reclaim[1].name: "a" already names the rule on line 3` {
+		t.Fatalf("errors = %v", err)
+	}
 }

@@ -76,6 +76,14 @@ func (es Errors) Error() string {
 	return strings.Join(s, "\n")
 }
 
+// SortByLine puts the errors in line order, those of the whole file (line
+// 0) first; errors of one line keep the order they were found in. A format
+// whose checks do not run in file order sorts its errors before returning
+// them, so that a person reads them top to bottom.
+func (es Errors) SortByLine() {
+	slices.SortStableFunc(es, func(a, b *Error) int { return a.Line - b.Line })
+}
+
 // SyntaxError turns the YAML library's error ("yaml: line 3: ...") into an
 // Error of file with the line.
 func SyntaxError(file string, err error) *Error {

@@ -189,3 +189,14 @@ func errString(es Errors) string {
 	}
 	return es.Error()
 }
+
+func TestSortByLine(t *testing.T) {
+	es := Errors{
+		{File: "f", Line: 5, Msg: "a"}, {File: "f", Line: 2, Msg: "b"}, {File: "f", Msg: "whole file"},
+		{File: "f", Line: 5, Msg: "c"}, {File: "f", Line: 3, Msg: "d"},
+	}
+	es.SortByLine()
+	if got, want := es.Error(), "f: whole file\nf:2: b\nf:3: d\nf:5: a\nf:5: c"; got != want {
+		t.Errorf("sorted:\n%s\nwant:\n%s", got, want)
+	}
+}

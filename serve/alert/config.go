@@ -179,6 +179,10 @@ func readSecret(path string) (string, error) {
 type reader struct {
 	yamlcheck.Reader
 	secret func(string) (string, error)
+	// names maps each rule name seen so far to the line of its rule,
+	// valid or not: alerts, the database and reloads refer to rules by
+	// name, and a duplicate is reported even beside other mistakes.
+	names map[string]int
 }
 
 // isZero says whether a duration's text reads as zero ("0", "0s").
@@ -247,20 +251,10 @@ func (r *reader) config(n *yaml.Node) Config {
 	}
 	var cfg Config
 	if e, ok := m["rules"]; ok {
-		seen := map[string]int{} // name -> line
 		for i, rn := range r.List(e.Val, yamlcheck.Join(field, "rules")) {
-			f := fmt.Sprintf("%s.rules[%d]", field, i)
-			rule, ok := r.rule(rn, f)
-			if !ok {
-				continue
+			if rule, ok := r.rule(rn, fmt.Sprintf("%s.rules[%d]", field, i)); ok {
+				cfg.Rules = append(cfg.Rules, rule)
 			}
-			// Alerts, the database and reloads refer to rules by name.
-			if line, dup := seen[rule.Name]; dup {
-				r.Fail(rn, yamlcheck.Join(f, "name"), "%q already names the rule on line %d", rule.Name, line)
-				continue
-			}
-			seen[rule.Name] = rule.Line
-			cfg.Rules = append(cfg.Rules, rule)
 		}
 	}
 	if e, ok := m["webhooks"]; ok {
@@ -325,6 +319,13 @@ func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
 	} else if s, ok := r.Scalar(e.Val, yamlcheck.Join(field, "name")); ok {
 		if !validName(s) {
 			r.Fail(e.Val, yamlcheck.Join(field, "name"), "%q: want 1 to 64 of a-z, 0-9, _ and -", s)
+		} else if line, dup := r.names[s]; dup {
+			r.Fail(e.Val, yamlcheck.Join(field, "name"), "%q already names the rule on line %d", s, line)
+		} else {
+			if r.names == nil {
+				r.names = map[string]int{}
+			}
+			r.names[s] = n.Line
 		}
 		rule.Name = s
 	}
@@ -490,7 +491,7 @@ func checkURL(s string) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // without the URL, which may hold a secret
 		}
-		return fmt.Errorf("not a URL: %v", err)
+		return fmt.Errorf("%q is not a URL: %v", redact(s), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: want an http:// or https:// URL", redact(s))
@@ -604,15 +605,34 @@ func validHeaderValue(s string) bool {
 }
 
 // redact shortens a webhook URL to its scheme and host for logs and errors:
-// many services put the secret in the path ("/services/T0/B0/XXXX").
+// many services put the secret in the path ("/services/T0/B0/XXXX") or the
+// query. A value with no host (no scheme, or nothing after it) is shown up
+// to the end of its first path segment, so that a mistake such as "not a
+// url" or "/hook" reads as written while a secret path after a host name
+// written without its scheme stays out, and so do credentials before an @.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(a webhook URL)"
+	if err == nil && u.Host != "" {
+		s := u.Scheme + "://" + u.Host
+		if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+			s += "/…"
+		}
+		return s
 	}
-	s := u.Scheme + "://" + u.Host
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
-		s += "/…"
+	prefix, rest := "", raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		prefix, rest = raw[:i+3], raw[i+3:]
 	}
-	return s
+	if len(rest) > 1 {
+		if i := strings.IndexAny(rest[1:], "/?#"); i >= 0 {
+			rest = rest[:i+2] + "…"
+		}
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = "…" + rest[i:] // credentials before the host
+	}
+	if r := []rune(rest); len(r) > 64 {
+		rest = string(r[:63]) + "…"
+	}
+	return prefix + rest
 }

@@ -30,6 +30,22 @@
 // ReadOnly, a token configured), so a client hides its buttons exactly when
 // they would fail.
 //
+// Each process also says whether it can be signalled at all: signalable,
+// and when false not_signalable_reason, both set by this package from the
+// process itself. A process that /proc does not show (another PID
+// namespace, or it exited) has no known start time, so its identity cannot
+// be checked: its start_time is null, not a zero date. A zombie has exited
+// already (its memory goes when its parent reaps it); init and the daemon
+// are never signalled. A signal request naming a process that the latest
+// State shows as not signalable is refused with 409 and that reason, before
+// the Backend is asked.
+//
+// History points use the State's key names: a device point has t, samples,
+// used_bytes, reserved_bytes and free_bytes (each {min, max, mean} over the
+// bucket), total_bytes and util_percent ({min, max, mean}, absent when
+// unknown); a process point has t, pid, start_time (null when unknown),
+// samples, used_bytes ({min, max, mean}) and flags.
+//
 // # Query parameters
 //
 // A time (from, to) is RFC 3339 ("2026-11-30T12:00:00Z"), Unix seconds with
@@ -60,7 +76,7 @@
 // Every error, including unknown /api paths (404) and wrong methods (405,
 // with an Allow header), is a JSON document:
 //
-//	{"schema": "vram.serve/v1", "error": {"status": 400, "message": "from: \"yesterday\" is not ..."}}
+//	{"schema": "vram.serve/v2", "error": {"status": 400, "message": "from: \"yesterday\" is not ..."}}
 //
 // A message names the parameter or field and the bad value. Errors from the
 // Backend map through errors.Is: ErrNotFound to 404, ErrConflict to 409,

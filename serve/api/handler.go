@@ -387,12 +387,13 @@ func (h *handler) state() (State, bool) {
 }
 
 // prepare copies where it must change something: the Backend's slices are
-// shared with other readers and are never written.
+// shared with other readers and are never written. It sets each process's
+// signalable fields.
 func (h *handler) prepare(s State) State {
 	s.Schema = Schema
 	s.Mutations = h.mutations
 	s.Devices = devicesOrEmpty(s.Devices)
-	s.Processes = processesOrEmpty(s.Processes)
+	s.Processes = withSignalable(s.Processes)
 	s.Alerts = orEmpty(s.Alerts)
 	return s
 }
@@ -411,18 +412,6 @@ func devicesOrEmpty(ds []Device) []Device {
 	out := slices.Clone(ds)
 	for i := range out {
 		out[i].Recent = orEmpty(out[i].Recent)
-	}
-	return out
-}
-
-func processesOrEmpty(ps []Process) []Process {
-	if !slices.ContainsFunc(ps, func(p Process) bool { return p.Recent == nil || p.Flags == nil }) {
-		return orEmpty(ps)
-	}
-	out := slices.Clone(ps)
-	for i := range out {
-		out[i].Recent = orEmpty(out[i].Recent)
-		out[i].Flags = orEmpty(out[i].Flags)
 	}
 	return out
 }
@@ -483,7 +472,7 @@ func (h *handler) getState(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errNoSample
 	}
-	h.writeJSON(w, http.StatusOK, s)
+	h.writeJSON(w, http.StatusOK, toWire(s))
 	return nil
 }
 
@@ -527,7 +516,11 @@ func (h *handler) getProcesses(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	h.writeJSON(w, http.StatusOK, ProcessesResponse{Schema: Schema, Time: s.Time, Processes: ps})
+	h.writeJSON(w, http.StatusOK, struct {
+		Schema    string        `json:"schema"`
+		Time      time.Time     `json:"time"`
+		Processes []wireProcess `json:"processes"`
+	}{Schema, s.Time, wireProcesses(ps)}) // ProcessesResponse, as written
 	return nil
 }
 
@@ -625,7 +618,11 @@ func (h *handler) getProcessHistory(w http.ResponseWriter, r *http.Request) erro
 			pts[i].Flags = orEmpty(pts[i].Flags)
 		}
 	}
-	h.writeJSON(w, http.StatusOK, ProcessHistoryResponse{Schema: Schema, GPU: uuid, PID: pid, From: q.From, To: q.To, Step: q.Step.Seconds(), Points: orEmpty(pts)})
+	type fields ProcessHistoryResponse
+	h.writeJSON(w, http.StatusOK, struct { // ProcessHistoryResponse, as written
+		fields
+		Points []wirePoint `json:"points"`
+	}{fields{Schema: Schema, GPU: uuid, PID: pid, From: q.From, To: q.To, Step: q.Step.Seconds()}, wirePoints(pts)})
 	return nil
 }
 

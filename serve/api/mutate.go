@@ -172,6 +172,10 @@ func (h *handler) postSignal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.log.Info("api: signal requested", "pid", req.PID, "start_time", req.StartTime, "signal", req.Signal, "reason", req.Reason, "remote", r.RemoteAddr)
+	if why := h.notSignalable(req); why != "" {
+		h.log.Warn("api: signal refused", "pid", req.PID, "signal", req.Signal, "why", why)
+		return errorf(http.StatusConflict, "PID %d: %s", req.PID, why)
+	}
 	res, err := h.b.Signal(r.Context(), req)
 	if err != nil {
 		h.log.Warn("api: signal not sent", "pid", req.PID, "signal", req.Signal, "err", err)
@@ -180,6 +184,22 @@ func (h *handler) postSignal(w http.ResponseWriter, r *http.Request) error {
 	h.log.Info("api: signal done", "pid", req.PID, "signal", req.Signal, "action", res.Action.Action, "result", res.Action.Result)
 	h.writeJSON(w, http.StatusOK, SignalResponse{Schema: Schema, SignalResult: res})
 	return nil
+}
+
+// notSignalable says why the process a request names, as the latest State
+// shows it, cannot be signalled; "" when it can or the State does not list
+// it (the Backend then answers).
+func (h *handler) notSignalable(req SignalRequest) string {
+	s, ok := h.b.State()
+	if !ok {
+		return ""
+	}
+	for _, p := range s.Processes {
+		if p.PID == req.PID && p.StartTime.Equal(req.StartTime) {
+			return notSignalable(p, os.Getpid())
+		}
+	}
+	return ""
 }
 
 func (h *handler) postReload(w http.ResponseWriter, r *http.Request) error {

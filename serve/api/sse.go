@@ -53,7 +53,7 @@ func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 	var last time.Time // when the last state event was written
 	sendState := func(st State) error {
 		last = time.Now()
-		return s.event("state", h.prepare(st))
+		return s.event("state", toWire(h.prepare(st)))
 	}
 	if st, ok := h.b.State(); ok {
 		if err := sendState(st); err != nil {

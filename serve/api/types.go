@@ -8,7 +8,7 @@ import (
 
 // Schema is the value of the schema key of every JSON document this package
 // writes. A change that removes or renames a key bumps it.
-const Schema = "vram.serve/v1"
+const Schema = "vram.serve/v2"
 
 // State is the daemon's latest sample of the node, as GET /api/v1/state
 // returns it and as each "state" event of GET /events carries it.
@@ -48,14 +48,24 @@ type Device struct {
 
 // Process is one process on one GPU in a State.
 type Process struct {
-	GPU         string    `json:"gpu"` // UUID
-	GPUIndex    int       `json:"gpu_index"`
-	PID         uint32    `json:"pid"`
-	StartTime   time.Time `json:"start_time"` // with PID, the identity a signal request must name
-	User        string    `json:"user"`
-	Command     string    `json:"command"` // one printable line (gpu.Printable)
-	UsedBytes   uint64    `json:"used_bytes"`
-	MemoryKnown bool      `json:"memory_known"`
+	GPU      string `json:"gpu"` // UUID
+	GPUIndex int    `json:"gpu_index"`
+	PID      uint32 `json:"pid"`
+	// StartTime is, with PID, the identity a signal request must name.
+	// It is the zero time, written as null, when /proc does not show the
+	// process (another PID namespace, or it exited).
+	StartTime time.Time `json:"start_time"`
+	// Signalable says whether a signal request for the process can be
+	// acted on; when not, NotSignalableReason says why (unknown start
+	// time, a zombie, init or the daemon). This package sets both; it is
+	// a property of the process, apart from whether the daemon accepts
+	// mutations at all (State.Mutations).
+	Signalable          bool   `json:"signalable"`
+	NotSignalableReason string `json:"not_signalable_reason,omitempty"`
+	User                string `json:"user"`
+	Command             string `json:"command"` // one printable line (gpu.Printable)
+	UsedBytes           uint64 `json:"used_bytes"`
+	MemoryKnown         bool   `json:"memory_known"`
 	// Flags are gpu.Flags' names (gpu.Flags.Names): no-such-process,
 	// zombie, orphaned, jupyter, idle, no-permission.
 	Flags     []string `json:"flags"`
@@ -107,24 +117,25 @@ type Range struct {
 	Mean float64 `json:"mean"`
 }
 
-// DevicePoint is one bucket of a device's history.
+// DevicePoint is one bucket of a device's history. Its keys are those of
+// Device: sizes end in _bytes, the utilization in _percent.
 type DevicePoint struct {
 	Time     time.Time `json:"t"` // the bucket's start
 	Samples  int       `json:"samples"`
-	Used     Range     `json:"used"`
-	Reserved Range     `json:"reserved"`
-	Free     Range     `json:"free"`
-	Total    uint64    `json:"total"`
-	Util     *Range    `json:"util,omitempty"` // absent when unknown
+	Used     Range     `json:"used_bytes"`
+	Reserved Range     `json:"reserved_bytes"`
+	Free     Range     `json:"free_bytes"`
+	Total    uint64    `json:"total_bytes"`
+	Util     *Range    `json:"util_percent,omitempty"` // absent when unknown
 }
 
 // ProcessPoint is one bucket of one process lifetime's history.
 type ProcessPoint struct {
 	Time      time.Time `json:"t"`
 	PID       uint32    `json:"pid"`
-	StartTime time.Time `json:"start_time"`
+	StartTime time.Time `json:"start_time"` // null when unknown, as in Process
 	Samples   int       `json:"samples"`
-	Bytes     Range     `json:"bytes"`
+	Bytes     Range     `json:"used_bytes"`
 	Flags     []string  `json:"flags"`
 }
 

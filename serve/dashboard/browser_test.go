@@ -25,6 +25,7 @@ import (
 
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/dashboard"
+	"github.com/vramhq/vram/units"
 )
 
 // The browser tests drive a real headless Chromium over the DevTools
@@ -203,6 +204,7 @@ type shownRow struct {
 	GrowthLeak, GrowthCalm                                      bool
 	Flags                                                       []string // "flag:colour"
 	Spark, Buttons                                              int
+	NoSignal                                                    string // the reason shown instead of the buttons
 }
 
 const readCards = `Array.from(document.querySelectorAll('#gpus .card')).map(c => {
@@ -227,19 +229,24 @@ const readRows = `Array.from(document.querySelectorAll('#procs tbody tr')).map(t
     Flags: Array.from(tr.querySelectorAll('.c-flags .badge')).map(b => b.dataset.flag + ':' +
       ['red', 'orange', 'grey'].filter(k => b.classList.contains(k)).join('')),
     Spark: +(q('svg.spark') || {dataset: {}}).dataset.points || 0,
-    Buttons: tr.querySelectorAll('button[data-signal]').length};
+    Buttons: tr.querySelectorAll('button[data-signal]').length,
+    NoSignal: (q('.c-act .nosig') || {dataset: {}}).dataset.reason || ''};
 })`
 
-func gibText(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/gib) }
-
-func bytesText(b uint64) string {
-	switch {
-	case b >= gib:
-		return fmt.Sprintf("%.2f GiB", float64(b)/gib)
-	case b >= mib:
-		return fmt.Sprintf("%.0f MiB", float64(b)/mib)
+// apiState is the state as the API serves it (with the fields the API
+// sets, such as whether each process can be signalled).
+func apiState(t *testing.T, base string) api.State {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/state")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return fmt.Sprintf("%d B", b)
+	defer resp.Body.Close()
+	var s api.State
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatalf("decoding the API's state: %v", err)
+	}
+	return s
 }
 
 func checkCards(t *testing.T, got []shownCard, s api.State) {
@@ -264,8 +271,8 @@ func checkCards(t *testing.T, got []shownCard, s api.State) {
 		}
 		want := shownCard{
 			UUID: d.UUID, Index: fmt.Sprintf("GPU %d", d.Index), Name: d.Name, Health: health, Error: d.Error,
-			Used: gibText(d.UsedBytes), Reserved: gibText(d.ReservedBytes), Free: gibText(d.FreeBytes),
-			Total: gibText(d.TotalBytes), Unattr: gibText(d.UnattributedBytes), Util: util,
+			Used: units.FormatBytes(d.UsedBytes), Reserved: units.FormatBytes(d.ReservedBytes), Free: units.FormatBytes(d.FreeBytes),
+			Total: units.FormatBytes(d.TotalBytes), Unattr: units.FormatBytes(d.UnattributedBytes), Util: util,
 			Procs: strconv.Itoa(nprocs), LivePoints: c.LivePoints,
 			UsedWidth: c.UsedWidth, UnattrWidth: c.UnattrWidth, ResWidth: c.ResWidth, HistoryButton: true,
 		}
@@ -323,14 +330,17 @@ func checkRows(t *testing.T, got []shownRow, s api.State, mutations bool) {
 		if p.Namespace != "" {
 			workload = p.Namespace + "/" + p.Pod
 		}
-		buttons := 0
-		if mutations {
+		buttons, noSignal := 0, ""
+		switch {
+		case mutations && p.Signalable:
 			buttons = 2
+		case mutations:
+			noSignal = p.NotSignalableReason
 		}
 		want := shownRow{
 			Key: r.Key, GPU: strconv.Itoa(p.GPUIndex), PID: strconv.FormatUint(uint64(p.PID), 10), User: p.User,
-			Command: cmd, Title: p.Command, Used: bytesText(p.UsedBytes), Growth: growth, GrowthLeak: leak, GrowthCalm: calm,
-			Workload: workload, Flags: flags, Spark: len(p.Recent), Buttons: buttons,
+			Command: cmd, Title: p.Command, Used: units.FormatBytes(p.UsedBytes), Growth: growth, GrowthLeak: leak, GrowthCalm: calm,
+			Workload: workload, Flags: flags, Spark: len(p.Recent), Buttons: buttons, NoSignal: noSignal,
 		}
 		if fmt.Sprint(r) != fmt.Sprint(want) {
 			t.Errorf("process row %d:\n got %+v\nwant %+v", i, r, want)
@@ -380,7 +390,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#gpus .card")),
 		chromedp.WaitVisible(chromedp.CSS("#procs tbody tr")))
 	waitFor(t, ctx, "the live stream", `document.querySelector('#conn').dataset.state === 'live'`)
-	s0, _ := b.State()
+	s0 := apiState(t, srv.URL)
 	checkCards(t, eval[[]shownCard](t, ctx, readCards), s0)
 	checkRows(t, eval[[]shownRow](t, ctx, readRows), s0, true)
 	header := eval[map[string]any](t, ctx, `({host: document.querySelector('#host').textContent,
@@ -404,6 +414,46 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("mutations are on but the signal column is hidden")
 	}
 
+	// A process /proc does not show and a zombie cannot be signalled: the
+	// API says so and why, and the page shows the reason, not the buttons
+	// (checkRows).
+	for _, pid := range []uint32{pidGone, pidZombie} {
+		if p := findProc(t, s0, pid); p.Signalable || p.NotSignalableReason == "" {
+			t.Errorf("the API shows PID %d as signalable %v, reason %q; want not, with a reason", pid, p.Signalable, p.NotSignalableReason)
+		}
+	}
+
+	// Sizes read as units.FormatBytes writes them, the unit picked by size
+	// (exact ties, such as 1.125 KiB, round to even as Go does).
+	sizes := []uint64{0, 1, 1023, 1024, 1152, 1408, 1664, 1920, 1536, 10239, 3 * mib, 3*mib + 128<<10, mib - 1,
+		5*gib + 3*gib/4, 71*gib + gib/4, h200Total, h200Reserved, 2 << 40, 1<<50 + 1<<47, 123456789012345}
+	sizesJSON, _ := json.Marshal(sizes)
+	shown := eval[[]string](t, ctx, `(`+string(sizesJSON)+`).map(window.vramDashboard.formatBytes)`)
+	for i, b := range sizes {
+		if i >= len(shown) || shown[i] != units.FormatBytes(b) {
+			t.Errorf("the page writes %d bytes as %q, units.FormatBytes as %q", b, shown[min(i, len(shown)-1)], units.FormatBytes(b))
+		}
+	}
+
+	// The actions panel fits its column at every width: no sideways
+	// scrolling, no cell cut off (long results and reasons wrap).
+	for _, width := range []int64{1600, 1000, 700} {
+		run(t, ctx, "resizing the window", chromedp.EmulateViewport(width, 1000))
+		fit := eval[map[string]float64](t, ctx, `(() => {
+			const sec = document.querySelector('#actions-section'), wrap = sec.querySelector('.table-wrap');
+			const right = sec.getBoundingClientRect().right;
+			const cells = Array.from(sec.querySelectorAll('#actions tr > *'));
+			return {scroll: wrap.scrollWidth, client: wrap.clientWidth, rows: sec.querySelectorAll('#actions tbody tr').length,
+				outside: cells.filter(c => c.getBoundingClientRect().right > right + 0.5).length,
+				cut: cells.filter(c => c.scrollWidth > c.clientWidth + 1).length};
+		})()`)
+		if fit["rows"] == 0 || fit["scroll"] > fit["client"] || fit["outside"] > 0 || fit["cut"] > 0 {
+			t.Errorf("at %d px the actions panel scrolls %v px in %v, %v cells reach past it, %v cells are cut off (%v rows)",
+				width, fit["scroll"], fit["client"], fit["outside"], fit["cut"], fit["rows"])
+		}
+	}
+	run(t, ctx, "resizing the window back", chromedp.EmulateViewport(1600, 1000))
+
 	// The leak and orphan badges, by colour.
 	leakRow := rowSelector(findProc(t, s0, pidLeak))
 	orphanRow := rowSelector(findProc(t, s0, pidOrphan))
@@ -422,11 +472,11 @@ func TestBrowser(t *testing.T) {
 		return eval[string](t, ctx, `Array.from(document.querySelectorAll('#procs tbody .c-pid')).map(c => c.textContent).join()`)
 	}
 	run(t, ctx, "sorting by PID", chromedp.Click(chromedp.CSS(`#procs th[data-key="pid"]`)))
-	if got, want := pids(), "4242,5120,6001,7331,8123,9001"; got != want {
+	if got, want := pids(), "4242,5120,6001,7331,8123,9001,9100"; got != want {
 		t.Errorf("sorted by PID: %s, want %s", got, want)
 	}
 	run(t, ctx, "sorting by PID, descending", chromedp.Click(chromedp.CSS(`#procs th[data-key="pid"]`)))
-	if got, want := pids(), "9001,8123,7331,6001,5120,4242"; got != want {
+	if got, want := pids(), "9100,9001,8123,7331,6001,5120,4242"; got != want {
 		t.Errorf("sorted by PID, descending: %s, want %s", got, want)
 	}
 	run(t, ctx, "sorting by memory", chromedp.Click(chromedp.CSS(`#procs th[data-key="used"]`)))
@@ -474,10 +524,10 @@ func TestBrowser(t *testing.T) {
 
 	// 2. A new state over the stream: the page follows it.
 	livePoints := eval[int](t, ctx, `+document.querySelector('#gpus .card svg.live').dataset.points`)
-	s1 := b.build(now.Add(2*time.Second), true)
-	b.push(s1)
+	b.push(b.build(now.Add(2*time.Second), true))
+	s1 := apiState(t, srv.URL)
 	waitFor(t, ctx, "the pushed state", fmt.Sprintf(`document.querySelector('#gpus .card .mem-used').textContent === %q &&
-		document.querySelectorAll('#procs tbody tr').length === %d`, gibText(s1.Devices[0].UsedBytes), len(s1.Processes)))
+		document.querySelectorAll('#procs tbody tr').length === %d`, units.FormatBytes(s1.Devices[0].UsedBytes), len(s1.Processes)))
 	checkCards(t, eval[[]shownCard](t, ctx, readCards), s1)
 	checkRows(t, eval[[]shownRow](t, ctx, readRows), s1, true)
 	if got := eval[int](t, ctx, `+document.querySelector('#gpus .card svg.live').dataset.points`); got != livePoints+1 {
@@ -559,7 +609,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#signal-dialog")))
 	dlg := eval[map[string]string](t, ctx, `({pid: document.querySelector('#sig-pid').textContent,
 		command: document.querySelector('#sig-command').textContent, memory: document.querySelector('#sig-memory').textContent})`)
-	if want := (map[string]string{"pid": "8123", "command": orphan.Command, "memory": bytesText(orphan.UsedBytes) + " on GPU 1"}); fmt.Sprint(dlg) != fmt.Sprint(want) {
+	if want := (map[string]string{"pid": "8123", "command": orphan.Command, "memory": units.FormatBytes(orphan.UsedBytes) + " on GPU 1"}); fmt.Sprint(dlg) != fmt.Sprint(want) {
 		t.Errorf("confirm dialog shows %v, want %v", dlg, want)
 	}
 	run(t, ctx, "sending with a wrong token",
@@ -601,7 +651,7 @@ func TestBrowser(t *testing.T) {
 		   processes: [{pid: 7}, {}, null, {pid: 8, leak: {}, flags: null, recent: [1, 'x', null]}],
 		   alerts: [{}], warnings: ['partial state']});
 		return `+readCards+`; })()`)
-	if len(sparse) != 3 || sparse[0].UUID != "GPU-sparse" || sparse[0].Util != "n/a" || sparse[0].Used != "0.0 GiB" {
+	if len(sparse) != 3 || sparse[0].UUID != "GPU-sparse" || sparse[0].Util != "n/a" || sparse[0].Used != "0 B" {
 		t.Errorf("a sparse state shows cards %+v", sparse)
 	}
 
@@ -625,7 +675,7 @@ func TestBrowser(t *testing.T) {
 	run(t, ctx, "loading the read-only page",
 		chromedp.Navigate(readOnly.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#procs tbody tr")))
-	checkRows(t, eval[[]shownRow](t, ctx, readRows), s1, false)
+	checkRows(t, eval[[]shownRow](t, ctx, readRows), apiState(t, readOnly.URL), false)
 	if eval[bool](t, ctx, `!document.querySelector('#procs th.act-col').hidden`) {
 		t.Error("mutations are off but the signal column is shown")
 	}

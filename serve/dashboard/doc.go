@@ -12,7 +12,7 @@
 //   - One card per GPU: a memory bar split into memory attributed to
 //     processes, unattributed memory (used by no process NVML lists: other
 //     containers, the driver, a leak outside any process), reserved and free,
-//     with the figures in GiB; health (an unhealthy device shows its error);
+//     with the figures written as units.FormatBytes writes them; health (an unhealthy device shows its error);
 //     utilization; and a line chart of used memory over the last ten minutes.
 //     That chart is kept in the browser from the live stream, seeded from the
 //     device's recent samples, and is lost on reload (the history panel is
@@ -34,7 +34,9 @@
 //     chosen range.
 //   - Alerts firing now and the policy actions of the last 24 hours.
 //   - When the daemon has its mutating endpoints on (State.Mutations), a
-//     terminate and a kill button per process. Each opens a confirmation that
+//     terminate and a kill button per process that can be signalled
+//     (Process.Signalable; the others show why not, from
+//     not_signalable_reason). Each opens a confirmation that
 //     names the PID, command and memory and asks for the bearer token; the
 //     token is kept in the tab's sessionStorage (gone when the tab closes).
 //     The request names the process by PID and start time, so the daemon

@@ -10,9 +10,9 @@ import (
 	"github.com/vramhq/vram/serve/api"
 )
 
-// The fake node: two H200s, five processes on them (a leaking one, an
-// orphan, an idle notebook, a zombie) and one firing alert. The figures are
-// chosen so that the page's rounding (one decimal in GiB) is unambiguous.
+// The fake node: two H200s, seven processes on them (a leaking one, an
+// orphan, an idle notebook, one that /proc does not show, a zombie) and one
+// firing alert.
 const (
 	gib = 1 << 30
 	mib = 1 << 20
@@ -28,7 +28,8 @@ const (
 	pidNote    = 6001
 	pidLeak    = 7331
 	pidOrphan  = 8123
-	pidZombie  = 9001
+	pidGone    = 9001 // not visible in /proc: no start time
+	pidZombie  = 9100 // exited, not reaped
 	pidNewJob  = 9999
 	leakSlope  = 0.75 * mib // bytes per second: 45.0 MiB/min
 	shownSlope = "+45.0 MiB/min"
@@ -57,8 +58,9 @@ func newFakeBackend(now time.Time) *fakeBackend {
 	b := &fakeBackend{start: now.Add(-3 * time.Hour), subs: make(map[chan api.Event]struct{})}
 	b.state = b.build(now, false)
 	b.actions = []api.Action{
-		{Time: now.Add(-95 * time.Minute), Rule: "reclaim-orphans", PID: 3100, StartTime: b.start,
-			Action: "warn", Reason: "orphaned, holding 4.0 GiB for 31 min (dry run)", Result: "dry-run"},
+		{Time: now.Add(-95 * time.Minute), Rule: "reclaim-orphans-on-the-shared-training-nodes", PID: 3100,
+			Action: "SIGTERM", Reason: "orphaned (its parent exited), holding 4.00 GiB on GPU 1 for 31 min, above min_bytes 256 MiB; no process of this user has touched the GPU since",
+			Result: "refused: /proc has no such process (another PID namespace, or it exited), so its identity cannot be checked"},
 		{Time: now.Add(-40 * time.Minute), Rule: "quota-interns", PID: 3377, StartTime: b.start,
 			Action: "SIGTERM", Reason: "user intern1 above quota 16 GiB for 10 min", Result: "exited after 2.1 s"},
 	}
@@ -94,8 +96,12 @@ func (b *fakeBackend) build(now time.Time, after bool) api.State {
 	leak.Leak = &api.Leak{Verdict: "leak", Slope: leakSlope, Confidence: 0.97,
 		Reason: "grew 2.6 GiB in 58 min, steady (R² 0.98)"}
 	orphan := proc(gpu1, 1, pidOrphan, "erin", "python worker.py --shard 3", 9*gib+gib/2, "orphaned")
-	// The sampler spells this flag with hyphens (gpu.Flags names).
-	zombie := proc(gpu1, 1, pidZombie, "frank", "python train_dist.py --rank 1", gib+gib/4, "no-such-process")
+	// The sampler spells this flag with hyphens (gpu.Flags names), and
+	// knows no start time for such a process.
+	gone := proc(gpu1, 1, pidGone, "frank", "python train_dist.py --rank 1", gib+gib/4, "no-such-process")
+	gone.StartTime = time.Time{}
+	zombie := proc(gpu1, 1, pidZombie, "grace", "python prep.py", 3*mib, "zombie")
+	zombie.Recent = ramp(zombie.UsedBytes, 60, 0) // what it holds no longer changes
 	// The detector's two other verdicts: no leak (the slope shown, muted)
 	// and unknown (nothing shown).
 	train.Leak = &api.Leak{Verdict: "no_leak", Slope: 0.2 * mib / 60, Confidence: 0.8, Reason: "floor not rising"}
@@ -107,7 +113,7 @@ func (b *fakeBackend) build(now time.Time, after bool) api.State {
 		train.Recent = ramp(train.UsedBytes, 60, 8*mib)
 	}
 	procs0 := []api.Process{train, serveP, note}
-	procs1 := []api.Process{leak, orphan, zombie}
+	procs1 := []api.Process{leak, orphan, gone, zombie}
 	if after {
 		procs1 = append(procs1, proc(gpu1, 1, pidNewJob, "alice", "python new_job.py", 2*gib))
 	}

@@ -42,10 +42,36 @@ func loadRecorded(t *testing.T, prefix string, now time.Time) *recordedBackend {
 			t.Fatalf("%s%s: %v", prefix, suffix, err)
 		}
 	}
+	if b.state.Schema == "vram.serve/v1" {
+		// Captured before history points took the state's key names.
+		var v1 struct {
+			Points []struct {
+				Time                 time.Time `json:"t"`
+				Samples              int
+				Used, Reserved, Free api.Range
+				Total                uint64
+				Util                 *api.Range
+			}
+		}
+		data, err := os.ReadFile(prefix + "-history.json")
+		if err == nil {
+			err = json.Unmarshal(data, &v1)
+		}
+		if err != nil {
+			t.Fatalf("%s-history.json: %v", prefix, err)
+		}
+		b.history.Points = nil
+		for _, p := range v1.Points {
+			b.history.Points = append(b.history.Points, api.DevicePoint{Time: p.Time, Samples: p.Samples,
+				Used: p.Used, Reserved: p.Reserved, Free: p.Free, Total: p.Total, Util: p.Util})
+		}
+	}
 	shift := now.Sub(b.state.Time)
 	b.state.Time = b.state.Time.Add(shift)
 	for i := range b.state.Processes {
-		b.state.Processes[i].StartTime = b.state.Processes[i].StartTime.Add(shift)
+		if !b.state.Processes[i].StartTime.IsZero() {
+			b.state.Processes[i].StartTime = b.state.Processes[i].StartTime.Add(shift)
+		}
 	}
 	for _, as := range [][]api.Alert{b.state.Alerts, b.alerts.Alerts} {
 		for i := range as {

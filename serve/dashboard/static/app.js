@@ -8,7 +8,7 @@
 (function () {
   'use strict';
 
-  var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+  var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB, TiB = 1024 * GiB;
   var LIVE_WINDOW_MS = 10 * 60 * 1000;   // the GPU cards' live charts
   var HIST_POINTS = 400;                 // buckets asked for per history request
   var ROW_LIMIT = 200;                   // process rows shown until "show all"
@@ -32,14 +32,29 @@
 
   // ---- formatting ------------------------------------------------------------
 
-  function gib(b) { return (num(b, 0) / GiB).toFixed(1) + ' GiB'; }
+  // bytes writes a size as vram's other commands do (units.FormatBytes):
+  // the unit picked by size, two decimals above bytes.
+  var UNITS = [[TiB, ' TiB'], [GiB, ' GiB'], [MiB, ' MiB'], [KiB, ' KiB']];
   function bytes(b) {
     b = num(b, null);
-    if (b === null) return 'n/a';
-    if (b >= GiB) return (b / GiB).toFixed(2) + ' GiB';
-    if (b >= MiB) return (b / MiB).toFixed(0) + ' MiB';
-    if (b >= KiB) return (b / KiB).toFixed(0) + ' KiB';
+    if (b === null || b < 0) return 'n/a';
+    b = Math.floor(b); // as a Go uint64 conversion: the history's means are fractional
+    for (var i = 0; i < UNITS.length; i++) {
+      if (b >= UNITS[i][0]) return fixed2(b / UNITS[i][0]) + UNITS[i][1];
+    }
     return b + ' B';
+  }
+  // fixed2 is Go's %.2f of x >= 0. toFixed rounds as Go does except on an
+  // exact tie, which it rounds up and Go to even; b / 1024^k is exact, so a
+  // tie is a multiple of 1/8 that is odd (x.125, x.375, x.625, x.875).
+  function fixed2(x) {
+    var c = x * 100; // exact at a tie
+    if (c - Math.floor(c) === 0.5 && x * 8 === Math.floor(x * 8)) {
+      var n = Math.floor(c);
+      if (n % 2 === 1) n++;
+      return Math.floor(n / 100) + '.' + pad2(n % 100);
+    }
+    return x.toFixed(2);
   }
   function pad2(n) { return (n < 10 ? '0' : '') + n; }
   function clock(t, seconds) {
@@ -384,13 +399,13 @@
     c.segUsed.style.width = pct(used - unattr, total) + '%';
     c.segUnattr.style.width = pct(unattr, total) + '%';
     c.segReserved.style.width = pct(reserved, total) + '%';
-    c.bar.title = gib(used) + ' used (' + gib(unattr) + ' unattributed), ' +
-      (reservedKnown ? gib(reserved) : 'n/a') + ' reserved, ' + gib(free) + ' free of ' + gib(total);
-    setText(c.used, gib(used));
-    setText(c.reserved, reservedKnown ? gib(reserved) : 'n/a');
-    setText(c.free, gib(free));
-    setText(c.total, gib(total));
-    setText(c.unattr, gib(unattr));
+    c.bar.title = bytes(used) + ' used (' + bytes(unattr) + ' unattributed), ' +
+      (reservedKnown ? bytes(reserved) : 'n/a') + ' reserved, ' + bytes(free) + ' free of ' + bytes(total);
+    setText(c.used, bytes(used));
+    setText(c.reserved, reservedKnown ? bytes(reserved) : 'n/a');
+    setText(c.free, bytes(free));
+    setText(c.total, bytes(total));
+    setText(c.unattr, bytes(unattr));
     c.unattr.classList.toggle('warn', unattr >= GiB);
     var util = num(d.util_percent, -1);
     setText(c.util, util < 0 ? 'n/a' : util + ' %');
@@ -437,7 +452,7 @@
     lab('−5', W / 2, 'middle');
     lab('now', W, 'end');
     var tt = svg('text', { x: 0, y: top - 4, class: 'tick' });
-    tt.textContent = gib(ymax);
+    tt.textContent = bytes(ymax);
     s.append(tt);
     clear(c.chart);
     c.chart.append(s);
@@ -497,7 +512,7 @@
     r.spark.append(r.sparkLine, r.sparkTip);
     r.cells.spark.append(r.spark);
     r.cells.act.hidden = true;
-    r.mutations = false;
+    r.act = '';
     return r;
   }
 
@@ -531,14 +546,20 @@
     setText(c.workload, workload(p));
     setTitle(c.workload, [str(p.container_name) && 'container ' + str(p.container_name),
       str(p.container) && 'id ' + str(p.container)].filter(Boolean).join(', '));
-    if (r.mutations !== mutations) {
-      r.mutations = mutations;
+    // Buttons only for a process the daemon can signal: one not visible in
+    // /proc (no start time to check) or a zombie gets the reason instead.
+    var why = p.signalable === true ? '' : (str(p.not_signalable_reason) || 'the daemon cannot signal this process');
+    var act = mutations ? (why ? 'no:' + why : 'yes') : '';
+    if (r.act !== act) {
+      r.act = act;
       c.act.hidden = !mutations;
       clear(c.act);
-      if (mutations) {
+      if (mutations && !why) {
         c.act.append(
           el('button', { type: 'button', class: 'sig term', 'data-signal': 'TERM', text: 'terminate' }),
           el('button', { type: 'button', class: 'sig kill', 'data-signal': 'KILL', text: 'kill' }));
+      } else if (mutations) {
+        c.act.append(el('span', { class: 'nosig', title: why, 'data-reason': why, text: 'not signalable' }));
       }
     }
   }
@@ -860,13 +881,13 @@
     }
     var total = 0;
     raw.forEach(function (p) {
-      var r = obj(h.proc ? p.bytes : p.used), t = ms(p.t);
+      var r = obj(p.used_bytes), t = ms(p.t);
       if (t === null) return;
       var mean = num(r.mean, null), lo = num(r.min, mean), hi = num(r.max, mean);
       if (mean === null && lo !== null && hi !== null) mean = (lo + hi) / 2;
       if (mean === null) return;
       pts.push({ t: t, min: lo, max: hi, mean: mean });
-      total = Math.max(total, num(p.total, 0));
+      total = Math.max(total, num(p.total_bytes, 0));
     });
     pts.sort(function (a, b) { return a.t - b.t; });
     var step = num(body.step_seconds, 0) * 1000;
@@ -1051,7 +1072,7 @@
       var b = e.target.closest('button[data-signal]');
       if (!b) return;
       var tr = b.closest('tr'), p = tr && S.procs.get(tr.dataset.key);
-      if (p) openSignal(p, b.dataset.signal);
+      if (p && p.signalable === true) openSignal(p, b.dataset.signal);
     });
     $('#procs-more').addEventListener('click', function () {
       S.showAll = !S.showAll;
@@ -1104,7 +1125,7 @@
   }
 
   // A hook for tests and the console: feed a State by hand.
-  window.vramDashboard = { applyState: applyState };
+  window.vramDashboard = { applyState: applyState, formatBytes: bytes };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();
