@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -237,4 +238,37 @@ func currentPolicy(t *testing.T, e *testEnv) *policy.Policy {
 		t.Fatal("loop not running")
 	}
 	return <-ch
+}
+
+// TestReloadNamesChangedSettings checks that a reload names exactly the
+// settings that changed and need a restart.
+func TestReloadNamesChangedSettings(t *testing.T) {
+	base := "version: 1\ninterval: 1s\n"
+	for _, tc := range []struct {
+		name, file string
+		want       string // the settings the warning names; "" for no warning
+	}{
+		{"nothing", base, ""},
+		{"interval only", "version: 1\ninterval: 2s\n", "[interval]"},
+		{"history_interval only", "version: 1\ninterval: 1s\nhistory_interval: 30s\n", "[history_interval]"},
+		{"both", "version: 1\ninterval: 2s\nhistory_interval: 30s\n", "[interval history_interval]"},
+		{"interval past the default history_interval", "version: 1\ninterval: 20s\n", "[interval history_interval]"},
+		{"top_n", "version: 1\ninterval: 1s\ntop_n: 3\n", "[top_n]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1, configWith(t, base))
+			r := reloadRequest{cfg: configWith(t, tc.file)}
+			if err := e.d.apply(r); err != nil {
+				t.Fatal(err)
+			}
+			log := e.log.String()
+			got := ""
+			if m := regexp.MustCompile(`take effect at the next start only" settings="?(\[[^\]]*\])`).FindStringSubmatch(log); m != nil {
+				got = m[1]
+			}
+			if got != tc.want {
+				t.Errorf("settings named %q, want %q:\n%s", got, tc.want, log)
+			}
+		})
+	}
 }

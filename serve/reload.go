@@ -63,8 +63,11 @@ func (d *Daemon) Reload(ctx context.Context) error {
 func (d *Daemon) apply(r reloadRequest) error {
 	old := d.cfg
 	var restart []string
-	if r.cfg.Interval != old.Interval || r.cfg.HistoryInterval != old.HistoryInterval {
-		restart = append(restart, "interval", "history_interval")
+	if r.cfg.Interval != old.Interval {
+		restart = append(restart, "interval")
+	}
+	if r.cfg.HistoryInterval != old.HistoryInterval {
+		restart = append(restart, "history_interval")
 	}
 	if r.cfg.RawRetention != old.RawRetention || r.cfg.AggregateRetention != old.AggregateRetention {
 		restart = append(restart, "retention")
