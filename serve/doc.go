@@ -68,8 +68,10 @@
 //     signals PID 1 or the daemon; a process no rule names is never
 //     signalled. A SIGTERM starts the grace; a later sample sends SIGKILL
 //     (identity checked again) if the process is still alive, so the loop
-//     never sleeps. With dry_run (the default) nothing is sent and the
-//     audit says so. Every action, dry or not, is written to the store,
+//     never sleeps. With dry_run (the default) every decision is taken
+//     as in a live run (zombies and invisible PIDs refused, identity
+//     checked, the handle probed with signal 0) and only the signal is
+//     held back, so the audit says what a live run would do. Every action, dry or not, is written to the store,
 //     logged, counted in vram_policy_actions_total and streamed.
 //  7. State. The State is published and a "state" event goes to the event
 //     hub, which fans events out to subscribers through bounded channels:

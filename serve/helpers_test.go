@@ -101,10 +101,12 @@ func (d hidingDevice) Processes() ([]gpu.DriverProcess, error) {
 }
 
 // signalRecorder is a proc.Signaller that records what it would send.
+// Signal 0 (a probe: it sends nothing) is counted, not listed.
 type signalRecorder struct {
-	mu   sync.Mutex
-	sent []sent
-	err  error // returned by Signal when set
+	mu     sync.Mutex
+	sent   []sent
+	probes int
+	err    error // returned by Signal when set
 }
 
 type sent struct {
@@ -130,6 +132,10 @@ func (h recHandle) Signal(sig syscall.Signal) error {
 	defer h.r.mu.Unlock()
 	if h.r.err != nil {
 		return h.r.err
+	}
+	if sig == 0 {
+		h.r.probes++
+		return nil
 	}
 	h.r.sent = append(h.r.sent, sent{h.pid, sig})
 	return nil
