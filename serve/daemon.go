@@ -156,8 +156,9 @@ type Daemon struct {
 }
 
 // New checks the options, reads the policy file and the alert rules that
-// the configuration names, opens the history file and prepares the
-// metrics; nothing is sampled until Run.
+// the configuration names, opens the history file (resolving the alerts an
+// earlier run left firing in it) and prepares the metrics; nothing is
+// sampled until Run.
 func New(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Opened == nil || o.Opened.Sampler == nil || o.Opened.Host == nil {
 		return nil, errors.New("serve: no GPU host")
@@ -249,6 +250,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	d.acts = &actor{d: d, st: o.Stater, sg: o.Signaller, self: o.Self}
 	d.enforce = &enforcer{a: d.acts, seen: map[actKey]struct{}{}, pending: map[procIdentity]*pendingKill{}}
 	d.notifier.Store(d.newNotifier(rules))
+	d.resolveLeftOpen(ctx)
 	d.xid = o.Xid
 	if d.xid == nil && !o.NoXid {
 		if xw, ok := d.host.(gpu.XidWatcher); ok {

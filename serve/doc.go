@@ -59,7 +59,9 @@
 //  5. Alerts. The alert engine (serve/alert) evaluates the configuration's
 //     rules on the sample; each transition (firing, resolved) is recorded
 //     in the store, handed to the notifier (log and webhooks, which retry
-//     in their own goroutines) and streamed.
+//     in their own goroutines) and streamed. The engine's state lives in
+//     memory only: at its start the daemon resolves the alerts an earlier
+//     run left firing in the store, so none stays open forever.
 //  6. Policies. The policy file (package policy) is evaluated on the
 //     sample: reclaim rules and quotas (with their timers). Each planned
 //     action on a process lifetime is taken and audited once, not again

@@ -157,11 +157,19 @@ type testEnv struct {
 
 type envOption func(*Options)
 
+// withDB makes the daemon use the history file db.
+func withDB(db string) envOption { return func(o *Options) { o.DB = db } }
+
 // newEnv builds a daemon over a simulated host of n GPUs (seed 1) with a
 // fake clock, writing its history under a temporary directory.
 func newEnv(t *testing.T, n int, cfg Config, opts ...envOption) *testEnv {
 	t.Helper()
-	clk := newClock()
+	return newEnvClock(t, n, cfg, newClock(), opts...)
+}
+
+// newEnvClock is newEnv on a given clock.
+func newEnvClock(t *testing.T, n int, cfg Config, clk *clock, opts ...envOption) *testEnv {
+	t.Helper()
 	sim, err := gpu.NewSim(n, 1, clk.Now)
 	if err != nil {
 		t.Fatal(err)

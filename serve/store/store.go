@@ -409,3 +409,34 @@ func (s *Store) Alerts(ctx context.Context, t0, t1 time.Time) ([]Alert, error) {
 	}
 	return out, rows.Err()
 }
+
+// OpenAlerts returns the alerts still open in the file: for each alert (its
+// name, GPU and PID) whose latest transition is "firing", that transition,
+// oldest first. At a start they are what an earlier run left firing when it
+// stopped or was killed.
+func (s *Store) OpenAlerts(ctx context.Context) ([]Alert, error) {
+	rows, err := s.db.QueryContext(ctx, `
+SELECT t, name, severity, gpu, pid, message, state FROM (
+	SELECT id, t, name, severity, gpu, pid, message, state,
+		row_number() OVER (PARTITION BY name, gpu, pid ORDER BY t DESC, id DESC) AS latest
+	FROM alerts
+) WHERE latest = 1 AND state = 'firing' ORDER BY t, id`)
+	if err != nil {
+		return nil, fmt.Errorf("history: open alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []Alert
+	for rows.Next() {
+		var a Alert
+		var t int64
+		if err := rows.Scan(&t, &a.Name, &a.Severity, &a.GPU, &a.PID, &a.Message, &a.State); err != nil {
+			return nil, fmt.Errorf("history: open alerts: %w", err)
+		}
+		a.Time = fromMS(t)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history: open alerts: %w", err)
+	}
+	return out, nil
+}
