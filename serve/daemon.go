@@ -67,7 +67,9 @@ type Options struct {
 	// Opened is the GPU host to sample (gpu.Open). Its Sampler belongs to
 	// the daemon from now on; Close closes its Host.
 	Opened *gpu.Opened
-	// DB is the history file; "" is store.DefaultPath.
+	// DB is the history file; "" is store.DefaultPath. The daemon is its
+	// only writer: New fails with a store.LockedError while another
+	// daemon (or Store opened with store.Options.Lock) has it open.
 	DB string
 	// Durable makes every history commit fsync (store.Options.Durable).
 	Durable bool
@@ -220,9 +222,13 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	st, err := store.Open(ctx, o.DB, store.Options{
 		RawRetention: o.Config.RawRetention, AggregateRetention: o.Config.AggregateRetention,
-		Durable: o.Durable, Now: o.Now,
+		Durable: o.Durable, Now: o.Now, Lock: true,
 	})
-	if err != nil {
+	var locked *store.LockedError
+	switch {
+	case errors.As(err, &locked):
+		return nil, fmt.Errorf("serve: %w: one daemon per history file; stop that one, or name another file with --db", err)
+	case err != nil:
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	d := &Daemon{

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -330,4 +332,29 @@ func TestReloadAPIBrokenFile(t *testing.T) {
 	if code, body := reload(); code != http.StatusOK {
 		t.Fatalf("POST /api/v1/reload of a good file: %d %s", code, body)
 	}
+}
+
+// TestOneDaemonPerHistoryFile starts a second daemon on the history file of
+// a running one: it is refused, naming this process as the holder, and the
+// file opens again once the first is closed.
+func TestOneDaemonPerHistoryFile(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "history.db")
+	first := startDaemon(t, fastConfig(), db)
+	op, err := gpu.Open(gpu.OpenOptions{Simulate: 1, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(context.Background(), Options{Config: fastConfig(), Opened: op, DB: db, NoXid: true})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second daemon opened the history file of a running one")
+	}
+	op.Host.Close()
+	want := fmt.Sprintf("history file %s is in use by PID %d, which holds its lock %s.lock", db, os.Getpid(), db)
+	var locked *store.LockedError
+	if !errors.As(err, &locked) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--db") {
+		t.Errorf("second daemon: %v; want %q and a hint", err, want)
+	}
+	first.stop()
+	startDaemon(t, fastConfig(), db).stop()
 }

@@ -44,6 +44,14 @@ type Options struct {
 	Durable bool
 	// Now is the clock used by Compact (default time.Now).
 	Now func() time.Time
+	// Lock makes this Store the file's only writer while it is open: Open
+	// takes an exclusive lock on a lock file beside it (path + ".lock",
+	// holding the PID) and fails with a *LockedError while another
+	// Store holds it, in this process or another. The kernel releases the
+	// lock when the Store is closed or its process dies, kill -9 included.
+	// Stores opened without Lock (readers beside the writer) neither take
+	// nor check it.
+	Lock bool
 }
 
 // DeviceSample is one GPU's memory at one tick.
@@ -108,6 +116,7 @@ type Store struct {
 	db   *sql.DB
 	path string
 	opts Options
+	lock *os.File // the held lock file, with Options.Lock
 
 	mu    sync.Mutex // serialises writes; guards the caches
 	gpus  map[string]int64
@@ -167,6 +176,27 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("history file %s: %w", path, err)
 	}
+	var lk *os.File
+	if opts.Lock {
+		f, err := lock(path)
+		if err != nil {
+			return nil, err
+		}
+		lk = f
+	}
+	s, err := open(ctx, path, opts)
+	if err != nil {
+		if lk != nil {
+			lk.Close()
+		}
+		return nil, err
+	}
+	s.lock = lk
+	return s, nil
+}
+
+// open opens and migrates the file; Open has taken the lock.
+func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	sync := "NORMAL"
 	if opts.Durable {
 		sync = "FULL"
@@ -197,8 +227,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the file, then releases its lock (Options.Lock).
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
+	return err
+}
 
 // Path is the file's path.
 func (s *Store) Path() string { return s.path }
