@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -339,5 +341,96 @@ func TestSighupReloads(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGINT)
 	if err := <-d.exited; err != nil {
 		t.Fatalf("SIGINT: %v", err)
+	}
+}
+
+// runChild runs the test binary as `vram serve args...` and returns its exit
+// status and stderr; a daemon that is still running after wait is killed
+// and the test fails: it should have refused to start.
+func runChild(t *testing.T, wait time.Duration, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "VRAM_SERVE_CHILD=1"), env...)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(wait):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("vram serve %s started instead of refusing:\n%s", strings.Join(args, " "), stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestEmptyDB: `--db ”` is refused, and no history file is created at the
+// default path.
+func TestEmptyDB(t *testing.T) {
+	state := t.TempDir()
+	for _, args := range [][]string{{"--db", ""}, {"--db="}} {
+		code, stderr := runChild(t, 20*time.Second, []string{"XDG_STATE_HOME=" + state},
+			append([]string{"--simulate", "1", "--addr", "127.0.0.1:0"}, args...)...)
+		want := "vram: --db: empty path: name the history file, or leave --db out for the default (" + filepath.Join(state, "vram", "history.db") + ")"
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", args, code, stderr, want)
+		}
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Errorf("the state directory has %v: something was created", ents)
+	}
+}
+
+// TestPortInUseCreatesNothing: a listen address already taken fails before
+// the history file (or its directory) exists.
+func TestPortInUseCreatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state", "h.db")
+	var out, errOut bytes.Buffer
+	code := cli.Main([]string{"serve", "--simulate", "1", "--addr", ln.Addr().String(), "--db", db}, strings.NewReader(""), &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "listen on "+ln.Addr().String()) || !strings.Contains(errOut.String(), "address already in use") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the port in use", code, errOut.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// TestSecondDaemonOnOneFile starts two `vram serve` processes on one
+// history file: the second refuses, naming the first one's PID, and
+// writes nothing; after the first is killed with SIGKILL the file can be
+// used again.
+func TestSecondDaemonOnOneFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vram serve three times")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	cfg := write(t, dir, "c.yaml", "version: 1\ninterval: 20ms\nhistory_interval: 20ms\n", 0o600)
+	args := []string{"--simulate", "1", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg}
+	first := startDaemon(t, args...)
+	waitTicks(t, first, db, 3)
+
+	code, stderr := runChild(t, 20*time.Second, nil, args...)
+	want := fmt.Sprintf("history file %s is in use by PID %d, which holds its lock %s.lock", db, first.cmd.Process.Pid, db)
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--db") {
+		t.Errorf("second daemon: exit %d, stderr %q; want exit 1 and %q", code, stderr, want)
+	}
+
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.exited
+	third := startDaemon(t, args...)
+	third.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-third.exited; err != nil {
+		t.Errorf("after the first was killed: %v\n%s", err, third.stderr.String())
 	}
 }
