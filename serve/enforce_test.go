@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -378,5 +379,46 @@ func TestDryRunDecidesAsLive(t *testing.T) {
 				t.Errorf("the dry run sent %+v", got)
 			}
 		})
+	}
+}
+
+// TestProbeSendsNothing probes a real child process the way a dry run does:
+// the kernel is asked, nothing is delivered, and the child lives on; once
+// it is gone the probe says so as a live signal would.
+func TestProbeSendsNothing(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep to run: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	pfs, err := gpu.NewProcFS("/proc", nil)
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	st, err := pfs.Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := proc.Identity{PID: cmd.Process.Pid, StartTicks: st.StartTicks, StartTime: st.StartTime}
+	probe := probeSignaller{proc.Pidfd}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if err := proc.Signal(pfs, probe, os.Getpid(), id, sig); err != nil {
+			t.Fatalf("probe %v: %v", sig, err)
+		}
+	}
+	select {
+	case <-exited:
+		t.Fatal("the probed child exited: a signal was delivered")
+	case <-time.After(200 * time.Millisecond):
+	}
+	cmd.Process.Kill()
+	<-exited
+	if err := proc.Signal(pfs, probe, os.Getpid(), id, syscall.SIGTERM); !errors.Is(err, proc.ErrGone) {
+		t.Errorf("probe of the reaped child: %v, want gone", err)
 	}
 }
