@@ -64,6 +64,11 @@ func DetectorConfig() detect.Config {
 type Options struct {
 	// Config is the configuration (DefaultConfig without a file).
 	Config Config
+	// Flags, when set, applies to a configuration what the command line
+	// overrides (--interval, --read-only): Config is the file with them
+	// applied, and a reload applies them to the file read again, so that
+	// it compares like with like.
+	Flags func(*Config)
 	// Opened is the GPU host to sample (gpu.Open). Its Sampler belongs to
 	// the daemon from now on; Close closes its Host.
 	Opened *gpu.Opened

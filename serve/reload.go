@@ -42,6 +42,9 @@ func (d *Daemon) Reload(ctx context.Context) error {
 		if err != nil {
 			return fileError{err}
 		}
+		if d.opts.Flags != nil {
+			d.opts.Flags(&c)
+		}
 		cfg = c
 	}
 	pol, rules, err := loadRules(cfg)

@@ -139,6 +139,7 @@ func emptyDB() error {
 // prepared is everything checked before the daemon starts.
 type prepared struct {
 	cfg   serve.Config
+	flags func(*serve.Config) // what the flags override in a configuration
 	token []byte
 	log   *slog.Logger
 }
@@ -179,14 +180,19 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 		}
 		p.cfg = c
 	}
-	if intervalSet {
-		p.cfg.Interval = o.Interval
+	p.flags = func(c *serve.Config) {
+		if intervalSet {
+			c.Interval = o.Interval
+		}
+		c.SettleHistory()
+		if o.ReadOnly {
+			c.HTTP.ReadOnly = true
+		}
 	}
-	if h := p.cfg.HistoryInterval; p.cfg.SettleHistory() {
+	h := p.cfg.HistoryInterval
+	p.flags(&p.cfg)
+	if p.cfg.HistoryInterval != h {
 		p.log.Info("history is written at every sample: the sample interval is longer than history_interval", "interval", p.cfg.Interval, "history_interval", h)
-	}
-	if o.ReadOnly {
-		p.cfg.HTTP.ReadOnly = true
 	}
 	if err := api.CheckListen(o.Addr, p.cfg.HTTP.AllowRemote); err != nil {
 		return nil, bad("--addr %s: %v", o.Addr, err)
@@ -250,7 +256,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 		wl = workload.New(workload.Options{Socket: sock, Logger: log.With("component", "workload")})
 		go wl.Run(runCtx)
 	}
-	dopts := serve.Options{Config: p.cfg, Opened: op, DB: o.DB, Logger: log, IdleWindow: serve.DefaultIdleWindow}
+	dopts := serve.Options{Config: p.cfg, Flags: p.flags, Opened: op, DB: o.DB, Logger: log, IdleWindow: serve.DefaultIdleWindow}
 	if wl != nil {
 		dopts.Workload = func(gp gpu.Process) metrics.Workload {
 			w := wl.Lookup(gp)

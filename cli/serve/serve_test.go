@@ -434,3 +434,30 @@ func TestSecondDaemonOnOneFile(t *testing.T) {
 		t.Errorf("after the first was killed: %v\n%s", err, third.stderr.String())
 	}
 }
+
+// TestSighupWithFlags reloads an unchanged configuration under flags that
+// override it (--interval, --read-only): nothing is reported as changed.
+func TestSighupWithFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vram serve")
+	}
+	dir := t.TempDir()
+	cfg := write(t, dir, "c.yaml", "version: 1\nhistory_interval: 50ms\n", 0o600)
+	d := startDaemon(t, "--simulate", "1", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "h.db"), "--config", cfg,
+		"--interval", "100ms", "--read-only")
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(d.stderr.String(), "msg=reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload in the log:\n%s", d.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if log := d.stderr.String(); strings.Contains(log, "take effect at the next start only") {
+		t.Errorf("settings reported as changed in an unchanged file:\n%s", log)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+}
