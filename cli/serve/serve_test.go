@@ -461,3 +461,79 @@ func TestSighupWithFlags(t *testing.T) {
 		t.Fatalf("SIGTERM: %v", err)
 	}
 }
+
+// alertStates returns, per alert (rule, GPU, PID), its recorded states in
+// order, read from the file beside the daemon.
+func alertStates(t *testing.T, db string) map[string][]string {
+	t.Helper()
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	as, err := st.Alerts(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, a := range as {
+		k := fmt.Sprintf("%s/%s/%d", a.Name, a.GPU, a.PID)
+		out[k] = append(out[k], a.State)
+	}
+	return out
+}
+
+// TestKillWithAlertsFiring kills a daemon with SIGKILL while alerts fire
+// and restarts it on the same file: each alert it left firing is resolved,
+// fires again while its condition holds, and never has two "firing"
+// transitions without a "resolved" between them.
+func TestKillWithAlertsFiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vram serve twice")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	cfg := write(t, dir, "c.yaml", "version: 1\ninterval: 20ms\nalerts:\n  rules:\n    - {name: orphans, when: orphan_holding, min_bytes: 1MiB}\n", 0o600)
+	args := []string{"--simulate", "1", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg}
+	waitAlerts := func(d *daemon, what string, cond func(map[string][]string) bool) map[string][]string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if got := alertStates(t, db); cond(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s: %v\n%s", what, alertStates(t, db), d.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	d := startDaemon(t, args...)
+	before := waitAlerts(d, "alert firing", func(m map[string][]string) bool { return len(m) > 0 })
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+
+	d = startDaemon(t, args...)
+	after := waitAlerts(d, "alert firing again", func(m map[string][]string) bool {
+		for k := range before {
+			if len(m[k]) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	for k, states := range after {
+		if want := "firing,resolved,firing"; strings.Join(states, ",") != want && before[k] != nil {
+			t.Errorf("%s: %v, want %s", k, states, want)
+		}
+		for i := 1; i < len(states); i++ {
+			if states[i] == states[i-1] {
+				t.Errorf("%s: %v: %s twice in a row", k, states, states[i])
+			}
+		}
+	}
+}
