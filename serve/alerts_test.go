@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -237,4 +239,106 @@ func currentPolicy(t *testing.T, e *testEnv) *policy.Policy {
 		t.Fatal("loop not running")
 	}
 	return <-ch
+}
+
+// TestReloadNamesChangedSettings checks that a reload names exactly the
+// settings that changed and need a restart.
+func TestReloadNamesChangedSettings(t *testing.T) {
+	base := "version: 1\ninterval: 1s\n"
+	for _, tc := range []struct {
+		name, file string
+		want       string // the settings the warning names; "" for no warning
+	}{
+		{"nothing", base, ""},
+		{"interval only", "version: 1\ninterval: 2s\n", "[interval]"},
+		{"history_interval only", "version: 1\ninterval: 1s\nhistory_interval: 30s\n", "[history_interval]"},
+		{"both", "version: 1\ninterval: 2s\nhistory_interval: 30s\n", "[interval history_interval]"},
+		{"interval past the default history_interval", "version: 1\ninterval: 20s\n", "[interval history_interval]"},
+		{"top_n", "version: 1\ninterval: 1s\ntop_n: 3\n", "[top_n]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1, configWith(t, base))
+			r := reloadRequest{cfg: configWith(t, tc.file)}
+			if err := e.d.apply(r); err != nil {
+				t.Fatal(err)
+			}
+			log := e.log.String()
+			got := ""
+			if m := regexp.MustCompile(`take effect at the next start only" settings="?(\[[^\]]*\])`).FindStringSubmatch(log); m != nil {
+				got = m[1]
+			}
+			if got != tc.want {
+				t.Errorf("settings named %q, want %q:\n%s", got, tc.want, log)
+			}
+		})
+	}
+}
+
+// TestRestartResolvesAlertsLeftFiring stops a daemon while alerts fire,
+// as kill -9 leaves them in the history file (a clean stop leaves them the
+// same way), and starts another on the same file, twice: each alert left
+// firing is resolved at the start, one whose condition still holds fires
+// again, and no alert ever has two "firing" transitions without a
+// "resolved" between them.
+func TestRestartResolvesAlertsLeftFiring(t *testing.T) {
+	hook := &hookServer{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	cfg := configWith(t, `version: 1
+alerts:
+  rules:
+    - {name: gpu-unhealthy, when: device_unhealthy}
+    - {name: orphans, when: orphan_holding, min_bytes: 1MiB}
+  webhooks:
+    - {url: `+srv.URL+`, max_attempts: 1}
+`)
+	db := filepath.Join(t.TempDir(), "history.db")
+	clk := newClock()
+	e := newEnvClock(t, 2, cfg, clk, withDB(db))
+	e.sim.FailDevice(1, nil)
+	e.step(time.Second)
+	e.flush(t)
+	leftOpen := len(e.d.engine.Firing())
+	if leftOpen < 2 {
+		t.Fatalf("%d alerts firing before the stop, want the GPU's and the orphans'", leftOpen)
+	}
+	for restart := 1; restart <= 2; restart++ {
+		e.d.Close()
+		clk.Advance(time.Minute)
+		e = newEnvClock(t, 2, cfg, clk, withDB(db)) // GPU 1 answers again
+		e.step(time.Second)
+		e.step(time.Second)
+		e.flush(t)
+
+		as, err := e.d.Alerts(context.Background(), clk.Now().Add(-time.Hour), clk.Now().Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		type subject struct {
+			rule, gpu string
+			pid       uint32
+		}
+		last := map[subject]api.Alert{}
+		for _, a := range as {
+			k := subject{a.Rule, a.GPU, a.PID}
+			if prev, ok := last[k]; ok && prev.State == a.State {
+				t.Errorf("restart %d: %s twice in a row for %v: %q then %q", restart, a.State, k, prev.Message, a.Message)
+			}
+			last[k] = a
+		}
+		open := 0
+		for k, a := range last {
+			if a.State == "firing" {
+				open++
+			}
+			if k.rule == "gpu-unhealthy" && (a.State != "resolved" || !strings.Contains(a.Message, "not watched while the daemon was stopped")) {
+				t.Errorf("restart %d: the unhealthy GPU's alert ends %s: %q", restart, a.State, a.Message)
+			}
+		}
+		if firing := len(e.d.engine.Firing()); open != firing || firing == 0 {
+			t.Errorf("restart %d: %d alerts open in the history, %d firing", restart, open, firing)
+		}
+	}
+	// The webhook heard the GPU's alert fire and resolve, once each.
+	waitFor(t, "the webhook", func() bool { return hook.count("gpu-unhealthy") == 2 })
 }

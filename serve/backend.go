@@ -169,7 +169,7 @@ func (d *Daemon) Signal(ctx context.Context, r api.SignalRequest) (api.SignalRes
 	}
 	rec := store.Action{Time: d.now(), Rule: "api", PID: r.PID, StartTime: r.StartTime, Action: proc.SignalName(sig), Reason: reason}
 	var class string
-	rec.Result, class = d.acts.signal(proc.Identity{PID: int(r.PID), StartTime: r.StartTime}, sig)
+	rec.Result, class = d.acts.signal(proc.Identity{PID: int(r.PID), StartTime: r.StartTime}, sig, false)
 	d.acts.audit(gpuIndex, "api", rec, class)
 	act := api.Action{Time: rec.Time, Rule: rec.Rule, PID: rec.PID, StartTime: rec.StartTime, Action: rec.Action, Reason: rec.Reason, Result: rec.Result}
 	switch class {

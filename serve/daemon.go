@@ -64,10 +64,17 @@ func DetectorConfig() detect.Config {
 type Options struct {
 	// Config is the configuration (DefaultConfig without a file).
 	Config Config
+	// Flags, when set, applies to a configuration what the command line
+	// overrides (--interval, --read-only): Config is the file with them
+	// applied, and a reload applies them to the file read again, so that
+	// it compares like with like.
+	Flags func(*Config)
 	// Opened is the GPU host to sample (gpu.Open). Its Sampler belongs to
 	// the daemon from now on; Close closes its Host.
 	Opened *gpu.Opened
-	// DB is the history file; "" is store.DefaultPath.
+	// DB is the history file; "" is store.DefaultPath. The daemon is its
+	// only writer: New fails with a store.LockedError while another
+	// daemon (or Store opened with store.Options.Lock) has it open.
 	DB string
 	// Durable makes every history commit fsync (store.Options.Durable).
 	Durable bool
@@ -156,8 +163,9 @@ type Daemon struct {
 }
 
 // New checks the options, reads the policy file and the alert rules that
-// the configuration names, opens the history file and prepares the
-// metrics; nothing is sampled until Run.
+// the configuration names, opens the history file (resolving the alerts an
+// earlier run left firing in it) and prepares the metrics; nothing is
+// sampled until Run.
 func New(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Opened == nil || o.Opened.Sampler == nil || o.Opened.Host == nil {
 		return nil, errors.New("serve: no GPU host")
@@ -219,9 +227,13 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	st, err := store.Open(ctx, o.DB, store.Options{
 		RawRetention: o.Config.RawRetention, AggregateRetention: o.Config.AggregateRetention,
-		Durable: o.Durable, Now: o.Now,
+		Durable: o.Durable, Now: o.Now, Lock: true,
 	})
-	if err != nil {
+	var locked *store.LockedError
+	switch {
+	case errors.As(err, &locked):
+		return nil, fmt.Errorf("serve: %w: one daemon per history file; stop that one, or name another file with --db", err)
+	case err != nil:
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	d := &Daemon{
@@ -249,6 +261,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 	d.acts = &actor{d: d, st: o.Stater, sg: o.Signaller, self: o.Self}
 	d.enforce = &enforcer{a: d.acts, seen: map[actKey]struct{}{}, pending: map[procIdentity]*pendingKill{}}
 	d.notifier.Store(d.newNotifier(rules))
+	d.resolveLeftOpen(ctx)
 	d.xid = o.Xid
 	if d.xid == nil && !o.NoXid {
 		if xw, ok := d.host.(gpu.XidWatcher); ok {

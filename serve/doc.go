@@ -59,7 +59,9 @@
 //  5. Alerts. The alert engine (serve/alert) evaluates the configuration's
 //     rules on the sample; each transition (firing, resolved) is recorded
 //     in the store, handed to the notifier (log and webhooks, which retry
-//     in their own goroutines) and streamed.
+//     in their own goroutines) and streamed. The engine's state lives in
+//     memory only: at its start the daemon resolves the alerts an earlier
+//     run left firing in the store, so none stays open forever.
 //  6. Policies. The policy file (package policy) is evaluated on the
 //     sample: reclaim rules and quotas (with their timers). Each planned
 //     action on a process lifetime is taken and audited once, not again
@@ -68,8 +70,10 @@
 //     signals PID 1 or the daemon; a process no rule names is never
 //     signalled. A SIGTERM starts the grace; a later sample sends SIGKILL
 //     (identity checked again) if the process is still alive, so the loop
-//     never sleeps. With dry_run (the default) nothing is sent and the
-//     audit says so. Every action, dry or not, is written to the store,
+//     never sleeps. With dry_run (the default) every decision is taken
+//     as in a live run (zombies and invisible PIDs refused, identity
+//     checked, the handle probed with signal 0) and only the signal is
+//     held back, so the audit says what a live run would do. Every action, dry or not, is written to the store,
 //     logged, counted in vram_policy_actions_total and streamed.
 //  7. State. The State is published and a "state" event goes to the event
 //     hub, which fans events out to subscribers through bounded channels:

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -267,4 +270,91 @@ func readTicks(t *testing.T, db, uuid string) map[time.Time]bool {
 		out[p.Time] = true
 	}
 	return out
+}
+
+// TestReloadAPIBrokenFile posts a reload while the policy file is broken:
+// the answer is 400 with the file's error, the log has it once without a
+// doubled prefix, and the rules in force stay until the file is fixed.
+func TestReloadAPIBrokenFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "policy.yaml", "version: 1\nreclaim:\n  - {name: orphans, when: [orphaned]}\n")
+	cfgPath := writeFile(t, dir, "vram.yaml", "version: 1\ninterval: 20ms\npolicy_file: policy.yaml\nkubernetes: {pod_resources_socket: \"\"}\n")
+	cfg, err := ReadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startDaemon(t, cfg, filepath.Join(dir, "history.db"))
+	const token = "0123456789abcdef0123456789abcdef"
+	httpLog := &syncBuffer{}
+	srv := httptest.NewServer(api.Handler(e.d, api.Options{Mutations: true, Token: []byte(token), Logger: slog.New(slog.NewTextHandler(httpLog, nil))}))
+	defer srv.Close()
+	reload := func() (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", srv.URL+"/api/v1/reload", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+
+	for _, tc := range []struct{ name, policy, want string }{
+		{"unknown condition", "version: 1\nreclaim:\n  - {name: orphans, when: [sleepy]}\n", `policy.yaml:3: reclaim[0].when[0]: unknown condition \"sleepy\"`},
+		{"missing file", "", "policy.yaml: no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, "policy.yaml")
+			if tc.policy == "" {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				writeFile(t, dir, "policy.yaml", tc.policy)
+			}
+			code, body := reload()
+			if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+				t.Errorf("POST /api/v1/reload: %d %s; want 400 with %s", code, body, tc.want)
+			}
+			for what, text := range map[string]string{"answer": body, "log": httpLog.String()} {
+				if strings.Contains(text, "reload: reload:") || strings.Contains(text, "internal error") {
+					t.Errorf("the %s: %s", what, text)
+				}
+			}
+		})
+	}
+	writeFile(t, dir, "policy.yaml", "version: 1\nreclaim:\n  - {name: zombies, when: [zombie]}\n")
+	if code, body := reload(); code != http.StatusOK {
+		t.Fatalf("POST /api/v1/reload of a good file: %d %s", code, body)
+	}
+}
+
+// TestOneDaemonPerHistoryFile starts a second daemon on the history file of
+// a running one: it is refused, naming this process as the holder, and the
+// file opens again once the first is closed.
+func TestOneDaemonPerHistoryFile(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "history.db")
+	first := startDaemon(t, fastConfig(), db)
+	op, err := gpu.Open(gpu.OpenOptions{Simulate: 1, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(context.Background(), Options{Config: fastConfig(), Opened: op, DB: db, NoXid: true})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second daemon opened the history file of a running one")
+	}
+	op.Host.Close()
+	want := fmt.Sprintf("history file %s is in use by PID %d, which holds its lock %s.lock", db, os.Getpid(), db)
+	var locked *store.LockedError
+	if !errors.As(err, &locked) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--db") {
+		t.Errorf("second daemon: %v; want %q and a hint", err, want)
+	}
+	first.stop()
+	startDaemon(t, fastConfig(), db).stop()
 }

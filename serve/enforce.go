@@ -39,13 +39,23 @@ type actor struct {
 }
 
 // signal sends sig to the process id names after proc's checks and says
-// what happened as an audit result and its class.
-func (a *actor) signal(id proc.Identity, sig syscall.Signal) (result, class string) {
+// what happened as an audit result and its class. With dry set (a policy's
+// dry run) every check runs exactly as for a real signal, but the handle is
+// only probed with signal 0, which sends nothing and fails where the
+// signal would (not permitted, exited): the audit then says what a live
+// run would have done.
+func (a *actor) signal(id proc.Identity, sig syscall.Signal, dry bool) (result, class string) {
 	if a.st == nil {
 		return "refused: /proc cannot be read, so the process's identity cannot be checked", resultRefused
 	}
-	err := proc.Signal(a.st, a.sg, a.self, id, sig)
+	sg := a.sg
+	if dry {
+		sg = probeSignaller{a.sg}
+	}
+	err := proc.Signal(a.st, sg, a.self, id, sig)
 	switch {
+	case err == nil && dry:
+		return dryRunResult, resultDryRun
 	case err == nil:
 		if a.d.info.Simulated {
 			return "ok (simulated host: nothing real was sent)", resultOK
@@ -55,9 +65,33 @@ func (a *actor) signal(id proc.Identity, sig syscall.Signal) (result, class stri
 		return "gone: " + err.Error(), resultGone
 	case errors.Is(err, proc.ErrRefused):
 		return "refused: " + err.Error(), resultRefused
+	case dry:
+		return "dry run: not sent; sending it would fail: " + err.Error(), resultFailed
 	}
 	return "failed: " + err.Error(), resultFailed
 }
+
+// dryRunResult is the audit result of a signal that a dry run kept back
+// and that would have been sent.
+const dryRunResult = "dry run: not sent (the policy file says dry_run: true, the default)"
+
+// probeSignaller opens real handles whose Signal sends signal 0 instead:
+// the kernel checks that the process exists and may be signalled, and
+// nothing is delivered.
+type probeSignaller struct{ sg proc.Signaller }
+
+func (p probeSignaller) Open(pid int) (proc.Handle, error) {
+	h, err := p.sg.Open(pid)
+	if err != nil {
+		return nil, err
+	}
+	return probeHandle{h}, nil
+}
+
+type probeHandle struct{ h proc.Handle }
+
+func (p probeHandle) Signal(syscall.Signal) error { return p.h.Signal(0) }
+func (p probeHandle) Close() error                { return p.h.Close() }
 
 // audit records one action: in the history file, the log, the metrics and
 // the live stream. gpuIndex is the NVML index (-1: none).
@@ -167,16 +201,16 @@ func (e *enforcer) act(now time.Time, act policy.Action, p policy.Process) {
 	}
 	rec.Action = proc.SignalName(sig)
 	id := proc.Identity{PID: act.PID, StartTime: p.StartTime}
+	// A dry run takes the same decisions as a live one; only the signal
+	// is not sent.
 	var class string
 	switch {
-	case act.DryRun:
-		rec.Result, class = "dry run: not sent (the policy file says dry_run: true, the default)", resultDryRun
 	case p.Zombie:
 		rec.Result, class = "refused: it has already exited; its memory goes when its parent reaps it or the driver finishes the teardown", resultRefused
 	case p.NoSuchProcess:
 		rec.Result, class = "refused: /proc has no such process (another PID namespace, or it exited), so its identity cannot be checked", resultRefused
 	default:
-		rec.Result, class = e.a.signal(id, sig)
+		rec.Result, class = e.a.signal(id, sig, act.DryRun)
 	}
 	e.a.audit(act.Device, label, rec, class)
 	if class == resultOK && sig == syscall.SIGTERM {
@@ -205,7 +239,7 @@ func (e *enforcer) kills(now time.Time) {
 		case !alive:
 			rec.Result, class = "not sent: it exited within the grace", resultGone
 		default:
-			rec.Result, class = e.a.signal(pk.id, syscall.SIGKILL)
+			rec.Result, class = e.a.signal(pk.id, syscall.SIGKILL, false)
 		}
 		e.a.audit(pk.gpu, ruleLabel(pk.rule), rec, class)
 	}

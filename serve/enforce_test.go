@@ -3,13 +3,16 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 	"github.com/vramhq/vram/serve/api"
 )
 
@@ -47,20 +50,30 @@ reclaim:
 	}
 	acts := auditOf(t, e)
 	// GPU 0 of the simulated host has an orphan, a zombie and a process
-	// from another PID namespace: three actions, each audited once.
+	// from another PID namespace: three actions, each audited once. Only
+	// the orphan could be signalled, so only its SIGTERM is a dry run;
+	// the other two are refused as a live run refuses them.
 	if len(acts) != 3 {
 		t.Fatalf("%d actions, want 3 (one per process, not per sample): %+v", len(acts), acts)
 	}
+	snap0, _ := e.d.sampler.Sample()
+	wantResult := map[uint32]string{
+		byShape(t, snap0, "orphan").PID:  "dry run: not sent",
+		byShape(t, snap0, "zombie").PID:  "refused: it has already exited",
+		byShape(t, snap0, "foreign").PID: "refused: /proc has no such process",
+	}
 	for _, a := range acts {
-		if a.Action != "SIGTERM" || !strings.HasPrefix(a.Result, "dry run: not sent") || !strings.Contains(a.Rule, `reclaim rule "dead-or-orphaned"`) || a.Reason == "" {
-			t.Errorf("action = %+v", a)
+		if a.Action != "SIGTERM" || !strings.HasPrefix(a.Result, wantResult[a.PID]) || !strings.Contains(a.Rule, `reclaim rule "dead-or-orphaned"`) || a.Reason == "" {
+			t.Errorf("action = %+v, want the result to start with %q", a, wantResult[a.PID])
 		}
 	}
 	if len(e.sig.list()) != 0 {
 		t.Errorf("a dry run sent signals: %+v", e.sig.list())
 	}
-	if got := metricSum(t, e.d, "vram_policy_actions_total", map[string]string{"policy": "dead-or-orphaned", "action": "SIGTERM", "result": "dry_run"}); got != 3 {
-		t.Errorf("vram_policy_actions_total{result=dry_run} = %v, want 3", got)
+	for result, want := range map[string]float64{"dry_run": 1, "refused": 2} {
+		if got := metricSum(t, e.d, "vram_policy_actions_total", map[string]string{"policy": "dead-or-orphaned", "action": "SIGTERM", "result": result}); got != want {
+			t.Errorf("vram_policy_actions_total{result=%s} = %v, want %v", result, got, want)
+		}
 	}
 	n := 0
 	for len(events) > 0 {
@@ -279,4 +292,133 @@ func mustSnap(t *testing.T, o *Options) *gpu.Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// goneStater reports one PID as exited, as /proc does once a process is
+// reaped between the sample and the signal.
+type goneStater struct {
+	proc.Stater
+	pid int
+}
+
+func (g goneStater) Stat(pid int) (gpu.ProcStat, error) {
+	if pid == g.pid {
+		return gpu.ProcStat{}, fmt.Errorf("/proc/%d: %w", pid, gpu.ErrNoProcess)
+	}
+	return g.Stater.Stat(pid)
+}
+
+// TestDryRunDecidesAsLive runs the same policy as a dry run and live over
+// the same host and checks that each process gets the same decision: what
+// the live run sends, the dry run reports as not sent; what the live run
+// refuses, fails or finds gone, the dry run says too, and counts so.
+func TestDryRunDecidesAsLive(t *testing.T) {
+	const rules = `reclaim:
+  - name: dead-or-orphaned
+    when: [zombie, no_such_process, orphaned]
+    action: term
+`
+	snap := mustSnap(t, &newEnv(t, 1, DefaultConfig()).d.opts)
+	orphan := byShape(t, snap, "orphan")
+	for _, tc := range []struct {
+		name string
+		opt  envOption
+		err  error // the kernel's answer to every signal
+	}{
+		{"plain", nil, nil},
+		{"not permitted", nil, syscall.EPERM},
+		{"the orphan is the daemon", func(o *Options) { o.Self = int(orphan.PID) }, nil},
+		{"the orphan exited", func(o *Options) { o.Stater = goneStater{o.Opened.Procs, int(orphan.PID)} }, nil},
+		{"no /proc", func(o *Options) { o.Opened.Procs = nil }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(dry bool) (map[uint32]string, map[string]float64, *signalRecorder) {
+				cfg := DefaultConfig()
+				cfg.PolicyFile = writeFile(t, t.TempDir(), "policy.yaml", fmt.Sprintf("version: 1\ndry_run: %v\n%s", dry, rules))
+				var opts []envOption
+				if tc.opt != nil {
+					opts = append(opts, tc.opt)
+				}
+				e := newEnv(t, 1, cfg, opts...)
+				e.sig.err = tc.err
+				e.step(time.Second)
+				out := map[uint32]string{}
+				for _, a := range auditOf(t, e) {
+					out[a.PID] = a.Result
+				}
+				counts := map[string]float64{}
+				for _, r := range []string{"ok", "dry_run", "refused", "gone", "failed"} {
+					counts[r] = metricSum(t, e.d, "vram_policy_actions_total", map[string]string{"result": r})
+				}
+				return out, counts, e.sig
+			}
+			live, liveCounts, _ := run(false)
+			dry, dryCounts, sig := run(true)
+			if len(live) != 3 || len(dry) != 3 {
+				t.Fatalf("live %v, dry %v: want 3 actions each", live, dry)
+			}
+			for pid, l := range live {
+				want := l
+				switch {
+				case strings.HasPrefix(l, "ok"):
+					want = dryRunResult
+				case strings.HasPrefix(l, "failed: "):
+					want = "dry run: not sent; sending it would fail: " + strings.TrimPrefix(l, "failed: ")
+				}
+				if dry[pid] != want {
+					t.Errorf("PID %d: live %q, dry run %q; want %q", pid, l, dry[pid], want)
+				}
+			}
+			liveCounts["dry_run"], liveCounts["ok"] = liveCounts["ok"], 0
+			for r, n := range liveCounts {
+				if dryCounts[r] != n {
+					t.Errorf("dry run counted %v %s, want %v (live: %v)", dryCounts[r], r, n, liveCounts)
+				}
+			}
+			if got := sig.list(); len(got) != 0 {
+				t.Errorf("the dry run sent %+v", got)
+			}
+		})
+	}
+}
+
+// TestProbeSendsNothing probes a real child process the way a dry run does:
+// the kernel is asked, nothing is delivered, and the child lives on; once
+// it is gone the probe says so as a live signal would.
+func TestProbeSendsNothing(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep to run: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	pfs, err := gpu.NewProcFS("/proc", nil)
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	st, err := pfs.Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := proc.Identity{PID: cmd.Process.Pid, StartTicks: st.StartTicks, StartTime: st.StartTime}
+	probe := probeSignaller{proc.Pidfd}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if err := proc.Signal(pfs, probe, os.Getpid(), id, sig); err != nil {
+			t.Fatalf("probe %v: %v", sig, err)
+		}
+	}
+	select {
+	case <-exited:
+		t.Fatal("the probed child exited: a signal was delivered")
+	case <-time.After(200 * time.Millisecond):
+	}
+	cmd.Process.Kill()
+	<-exited
+	if err := proc.Signal(pfs, probe, os.Getpid(), id, syscall.SIGTERM); !errors.Is(err, proc.ErrGone) {
+		t.Errorf("probe of the reaped child: %v, want gone", err)
+	}
 }

@@ -101,10 +101,12 @@ func (d hidingDevice) Processes() ([]gpu.DriverProcess, error) {
 }
 
 // signalRecorder is a proc.Signaller that records what it would send.
+// Signal 0 (a probe: it sends nothing) is counted, not listed.
 type signalRecorder struct {
-	mu   sync.Mutex
-	sent []sent
-	err  error // returned by Signal when set
+	mu     sync.Mutex
+	sent   []sent
+	probes int
+	err    error // returned by Signal when set
 }
 
 type sent struct {
@@ -131,6 +133,10 @@ func (h recHandle) Signal(sig syscall.Signal) error {
 	if h.r.err != nil {
 		return h.r.err
 	}
+	if sig == 0 {
+		h.r.probes++
+		return nil
+	}
 	h.r.sent = append(h.r.sent, sent{h.pid, sig})
 	return nil
 }
@@ -151,11 +157,19 @@ type testEnv struct {
 
 type envOption func(*Options)
 
+// withDB makes the daemon use the history file db.
+func withDB(db string) envOption { return func(o *Options) { o.DB = db } }
+
 // newEnv builds a daemon over a simulated host of n GPUs (seed 1) with a
 // fake clock, writing its history under a temporary directory.
 func newEnv(t *testing.T, n int, cfg Config, opts ...envOption) *testEnv {
 	t.Helper()
-	clk := newClock()
+	return newEnvClock(t, n, cfg, newClock(), opts...)
+}
+
+// newEnvClock is newEnv on a given clock.
+func newEnvClock(t *testing.T, n int, cfg Config, clk *clock, opts ...envOption) *testEnv {
+	t.Helper()
 	sim, err := gpu.NewSim(n, 1, clk.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/serve/alert"
+	"github.com/vramhq/vram/serve/api"
 )
 
 // timeoutDrain is how long the webhooks of the rules a reload replaced
@@ -28,43 +29,59 @@ type reloadRequest struct {
 
 // Reload reads the configuration file again, then the policy file and the
 // alert rules it names, and hands them to the sampling loop. On any error
-// the rules in force stay as they are and the error says what is wrong.
-// Other settings (interval, retention, http, kubernetes) need a restart;
-// the log says so when they changed. Reload waits for the sampling loop,
-// which must be running (Run).
+// the rules in force stay as they are and the error says what is wrong: a
+// file that cannot be read or used is the file's own error (naming file,
+// line and field), which also matches api.ErrInvalid so that the API
+// answers it with 400. Other settings (interval, retention, http,
+// kubernetes) need a restart; the log says so when they changed. Reload
+// waits for the sampling loop, which must be running (Run).
 func (d *Daemon) Reload(ctx context.Context) error {
 	cfg := d.opts.Config
 	if cfg.File != "" {
 		c, err := ReadConfig(cfg.File)
 		if err != nil {
-			return fmt.Errorf("reload: %w", err)
+			return fileError{err}
+		}
+		if d.opts.Flags != nil {
+			d.opts.Flags(&c)
 		}
 		cfg = c
 	}
 	pol, rules, err := loadRules(cfg)
 	if err != nil {
-		return fmt.Errorf("reload: %w", err)
+		return fileError{err}
 	}
 	r := reloadRequest{cfg: cfg, pol: pol, rules: rules, done: make(chan error, 1)}
 	select {
 	case d.reloads <- r:
 	case <-ctx.Done():
-		return fmt.Errorf("reload: %w", ctx.Err())
+		return fmt.Errorf("waiting for the sampling loop: %w", ctx.Err())
 	}
 	select {
 	case err := <-r.done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("reload: %w", ctx.Err())
+		return fmt.Errorf("waiting for the sampling loop: %w", ctx.Err())
 	}
 }
+
+// fileError is a configuration, policy or alert file a reload cannot use.
+// Its message is the file's error as it is; it matches api.ErrInvalid too,
+// so the HTTP layer answers 400 with that message instead of a 500.
+type fileError struct{ err error }
+
+func (e fileError) Error() string   { return e.err.Error() }
+func (e fileError) Unwrap() []error { return []error{e.err, api.ErrInvalid} }
 
 // apply swaps the rules in, on the sampling goroutine.
 func (d *Daemon) apply(r reloadRequest) error {
 	old := d.cfg
 	var restart []string
-	if r.cfg.Interval != old.Interval || r.cfg.HistoryInterval != old.HistoryInterval {
-		restart = append(restart, "interval", "history_interval")
+	if r.cfg.Interval != old.Interval {
+		restart = append(restart, "interval")
+	}
+	if r.cfg.HistoryInterval != old.HistoryInterval {
+		restart = append(restart, "history_interval")
 	}
 	if r.cfg.RawRetention != old.RawRetention || r.cfg.AggregateRetention != old.AggregateRetention {
 		restart = append(restart, "retention")

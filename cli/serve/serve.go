@@ -8,7 +8,9 @@
 // are on, the policy file and the alert rules. Any problem there is one
 // line naming the file, line and field, and exit status 2 for flags and
 // configuration, 1 for the rest; nothing is sampled. Then it opens the
-// GPUs (or a simulated host with --simulate), the history file, starts
+// GPUs (or a simulated host with --simulate), binds the listen address
+// (so that a port in use leaves no history file behind), opens the history
+// file (refused while another daemon holds it, naming its PID), starts
 // the pod-resources resolver when a kubelet socket is there, logs one
 // startup line (address, history file, GPUs, and "simulated" on a
 // simulated host) and serves until SIGINT or SIGTERM. SIGHUP reloads the
@@ -45,6 +47,7 @@ import (
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/dashboard"
 	"github.com/vramhq/vram/serve/metrics"
+	"github.com/vramhq/vram/serve/store"
 	"github.com/vramhq/vram/serve/workload"
 )
 
@@ -102,12 +105,15 @@ after writing what is pending. docs/serve.md describes every setting.`,
   vram serve --simulate 4 --addr 127.0.0.1:9401 --db /tmp/sim.db`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if c.Flags().Changed("db") && o.DB == "" {
+				return emptyDB()
+			}
 			return Run(c.Context(), o, c.Flags().Changed("interval"), c.ErrOrStderr())
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&o.Addr, "addr", DefaultAddr, "listen on this `host:port` (loopback only unless the config sets http.allow_remote)")
-	f.StringVar(&o.DB, "db", "", "history `PATH` (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
+	f.StringVar(&o.DB, "db", "", "history `PATH`, one daemon per file (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
 	f.StringVar(&o.Config, "config", "", "configuration `FILE` (YAML; docs/serve.md); without it, the defaults")
 	f.IntVar(&o.Simulate, "simulate", 0, "sample a simulated host of `N` GPUs instead of the driver (nothing real is signalled)")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
@@ -120,9 +126,20 @@ after writing what is pending. docs/serve.md describes every setting.`,
 	return c
 }
 
+// emptyDB is the error for an empty --db (`--db ""`): it is a mistake (an
+// unset variable, a lost quote), not a request for the default file.
+func emptyDB() error {
+	def, err := store.DefaultPath(os.Getenv)
+	if err != nil {
+		return bad("--db: empty path: name the history file")
+	}
+	return bad("--db: empty path: name the history file, or leave --db out for the default (%s)", def)
+}
+
 // prepared is everything checked before the daemon starts.
 type prepared struct {
 	cfg   serve.Config
+	flags func(*serve.Config) // what the flags override in a configuration
 	token []byte
 	log   *slog.Logger
 }
@@ -163,14 +180,19 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 		}
 		p.cfg = c
 	}
-	if intervalSet {
-		p.cfg.Interval = o.Interval
+	p.flags = func(c *serve.Config) {
+		if intervalSet {
+			c.Interval = o.Interval
+		}
+		c.SettleHistory()
+		if o.ReadOnly {
+			c.HTTP.ReadOnly = true
+		}
 	}
-	if h := p.cfg.HistoryInterval; p.cfg.SettleHistory() {
+	h := p.cfg.HistoryInterval
+	p.flags(&p.cfg)
+	if p.cfg.HistoryInterval != h {
 		p.log.Info("history is written at every sample: the sample interval is longer than history_interval", "interval", p.cfg.Interval, "history_interval", h)
-	}
-	if o.ReadOnly {
-		p.cfg.HTTP.ReadOnly = true
 	}
 	if err := api.CheckListen(o.Addr, p.cfg.HTTP.AllowRemote); err != nil {
 		return nil, bad("--addr %s: %v", o.Addr, err)
@@ -208,6 +230,14 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 		op.Host.Close()
 		return fmt.Errorf("%s selects no GPU; --all-gpus samples every GPU", op.Visible.Source)
 	}
+	// Bind before anything is created: a port in use leaves no history
+	// file behind.
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		op.Host.Close()
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	defer ln.Close() // once served, closed by the server's Shutdown already
 	log := p.log
 	if op.ProcErr != nil {
 		log.Warn("/proc cannot be read: processes have no user or command, and nothing will be signalled", "err", op.ProcErr)
@@ -226,7 +256,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 		wl = workload.New(workload.Options{Socket: sock, Logger: log.With("component", "workload")})
 		go wl.Run(runCtx)
 	}
-	dopts := serve.Options{Config: p.cfg, Opened: op, DB: o.DB, Logger: log, IdleWindow: serve.DefaultIdleWindow}
+	dopts := serve.Options{Config: p.cfg, Flags: p.flags, Opened: op, DB: o.DB, Logger: log, IdleWindow: serve.DefaultIdleWindow}
 	if wl != nil {
 		dopts.Workload = func(gp gpu.Process) metrics.Workload {
 			w := wl.Lookup(gp)
@@ -242,11 +272,6 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 			return usageError{err}
 		}
 		return err
-	}
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		d.Close()
-		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	streams := make(chan struct{})
 	aopts := api.Options{

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -339,5 +341,199 @@ func TestSighupReloads(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGINT)
 	if err := <-d.exited; err != nil {
 		t.Fatalf("SIGINT: %v", err)
+	}
+}
+
+// runChild runs the test binary as `vram serve args...` and returns its exit
+// status and stderr; a daemon that is still running after wait is killed
+// and the test fails: it should have refused to start.
+func runChild(t *testing.T, wait time.Duration, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "VRAM_SERVE_CHILD=1"), env...)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(wait):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("vram serve %s started instead of refusing:\n%s", strings.Join(args, " "), stderr.String())
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestEmptyDB: `--db ”` is refused, and no history file is created at the
+// default path.
+func TestEmptyDB(t *testing.T) {
+	state := t.TempDir()
+	for _, args := range [][]string{{"--db", ""}, {"--db="}} {
+		code, stderr := runChild(t, 20*time.Second, []string{"XDG_STATE_HOME=" + state},
+			append([]string{"--simulate", "1", "--addr", "127.0.0.1:0"}, args...)...)
+		want := "vram: --db: empty path: name the history file, or leave --db out for the default (" + filepath.Join(state, "vram", "history.db") + ")"
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", args, code, stderr, want)
+		}
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Errorf("the state directory has %v: something was created", ents)
+	}
+}
+
+// TestPortInUseCreatesNothing: a listen address already taken fails before
+// the history file (or its directory) exists.
+func TestPortInUseCreatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state", "h.db")
+	var out, errOut bytes.Buffer
+	code := cli.Main([]string{"serve", "--simulate", "1", "--addr", ln.Addr().String(), "--db", db}, strings.NewReader(""), &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "listen on "+ln.Addr().String()) || !strings.Contains(errOut.String(), "address already in use") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the port in use", code, errOut.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// TestSecondDaemonOnOneFile starts two `vram serve` processes on one
+// history file: the second refuses, naming the first one's PID, and
+// writes nothing; after the first is killed with SIGKILL the file can be
+// used again.
+func TestSecondDaemonOnOneFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vram serve three times")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	cfg := write(t, dir, "c.yaml", "version: 1\ninterval: 20ms\nhistory_interval: 20ms\n", 0o600)
+	args := []string{"--simulate", "1", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg}
+	first := startDaemon(t, args...)
+	waitTicks(t, first, db, 3)
+
+	code, stderr := runChild(t, 20*time.Second, nil, args...)
+	want := fmt.Sprintf("history file %s is in use by PID %d, which holds its lock %s.lock", db, first.cmd.Process.Pid, db)
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--db") {
+		t.Errorf("second daemon: exit %d, stderr %q; want exit 1 and %q", code, stderr, want)
+	}
+
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.exited
+	third := startDaemon(t, args...)
+	third.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-third.exited; err != nil {
+		t.Errorf("after the first was killed: %v\n%s", err, third.stderr.String())
+	}
+}
+
+// TestSighupWithFlags reloads an unchanged configuration under flags that
+// override it (--interval, --read-only): nothing is reported as changed.
+func TestSighupWithFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vram serve")
+	}
+	dir := t.TempDir()
+	cfg := write(t, dir, "c.yaml", "version: 1\nhistory_interval: 50ms\n", 0o600)
+	d := startDaemon(t, "--simulate", "1", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "h.db"), "--config", cfg,
+		"--interval", "100ms", "--read-only")
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(d.stderr.String(), "msg=reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload in the log:\n%s", d.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if log := d.stderr.String(); strings.Contains(log, "take effect at the next start only") {
+		t.Errorf("settings reported as changed in an unchanged file:\n%s", log)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+}
+
+// alertStates returns, per alert (rule, GPU, PID), its recorded states in
+// order, read from the file beside the daemon.
+func alertStates(t *testing.T, db string) map[string][]string {
+	t.Helper()
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	as, err := st.Alerts(context.Background(), time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, a := range as {
+		k := fmt.Sprintf("%s/%s/%d", a.Name, a.GPU, a.PID)
+		out[k] = append(out[k], a.State)
+	}
+	return out
+}
+
+// TestKillWithAlertsFiring kills a daemon with SIGKILL while alerts fire
+// and restarts it on the same file: each alert it left firing is resolved,
+// fires again while its condition holds, and never has two "firing"
+// transitions without a "resolved" between them.
+func TestKillWithAlertsFiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vram serve twice")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	cfg := write(t, dir, "c.yaml", "version: 1\ninterval: 20ms\nalerts:\n  rules:\n    - {name: orphans, when: orphan_holding, min_bytes: 1MiB}\n", 0o600)
+	args := []string{"--simulate", "1", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg}
+	waitAlerts := func(d *daemon, what string, cond func(map[string][]string) bool) map[string][]string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if got := alertStates(t, db); cond(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s: %v\n%s", what, alertStates(t, db), d.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	d := startDaemon(t, args...)
+	before := waitAlerts(d, "alert firing", func(m map[string][]string) bool { return len(m) > 0 })
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+
+	d = startDaemon(t, args...)
+	after := waitAlerts(d, "alert firing again", func(m map[string][]string) bool {
+		for k := range before {
+			if len(m[k]) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	for k, states := range after {
+		if want := "firing,resolved,firing"; strings.Join(states, ",") != want && before[k] != nil {
+			t.Errorf("%s: %v, want %s", k, states, want)
+		}
+		for i := 1; i < len(states); i++ {
+			if states[i] == states[i-1] {
+				t.Errorf("%s: %v: %s twice in a row", k, states, states[i])
+			}
+		}
 	}
 }

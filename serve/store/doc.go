@@ -62,6 +62,16 @@
 // transaction with prepared statements: a tick is in the file whole or not at
 // all. Writes are serialised by the Store; reads run beside them.
 //
+// One file has one writer. With Options.Lock (the daemon sets it) Open takes
+// an exclusive flock(2) on path + ".lock" and writes its PID there; a second
+// Open with Lock, in another process or this one, fails with a LockedError
+// that names the holder's PID instead of interleaving its ticks with the
+// first's. The kernel releases an flock when its file is closed or its
+// process dies, so a lock file left by kill -9 holds nothing and is simply
+// taken again. The lock is a separate file, never the database itself:
+// SQLite keeps POSIX locks on the database, which a second descriptor on it
+// closed by this process would silently drop.
+//
 // # Retention and downsampling
 //
 // Compact, run periodically by Maintain, keeps raw samples for
@@ -82,5 +92,6 @@
 // aggregates that fall in its bucket, so a peak is never averaged away by a
 // coarse resolution. ProcessHistory does the same for one process (by GPU and
 // PID; every lifetime of the PID in the range). Actions and Alerts return
-// the audit trail and the alerts in a range.
+// the audit trail and the alerts in a range; OpenAlerts the alerts whose
+// latest transition is "firing".
 package store

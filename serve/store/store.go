@@ -44,6 +44,14 @@ type Options struct {
 	Durable bool
 	// Now is the clock used by Compact (default time.Now).
 	Now func() time.Time
+	// Lock makes this Store the file's only writer while it is open: Open
+	// takes an exclusive lock on a lock file beside it (path + ".lock",
+	// holding the PID) and fails with a *LockedError while another
+	// Store holds it, in this process or another. The kernel releases the
+	// lock when the Store is closed or its process dies, kill -9 included.
+	// Stores opened without Lock (readers beside the writer) neither take
+	// nor check it.
+	Lock bool
 }
 
 // DeviceSample is one GPU's memory at one tick.
@@ -108,6 +116,7 @@ type Store struct {
 	db   *sql.DB
 	path string
 	opts Options
+	lock *os.File // the held lock file, with Options.Lock
 
 	mu    sync.Mutex // serialises writes; guards the caches
 	gpus  map[string]int64
@@ -167,6 +176,27 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("history file %s: %w", path, err)
 	}
+	var lk *os.File
+	if opts.Lock {
+		f, err := lock(path)
+		if err != nil {
+			return nil, err
+		}
+		lk = f
+	}
+	s, err := open(ctx, path, opts)
+	if err != nil {
+		if lk != nil {
+			lk.Close()
+		}
+		return nil, err
+	}
+	s.lock = lk
+	return s, nil
+}
+
+// open opens and migrates the file; Open has taken the lock.
+func open(ctx context.Context, path string, opts Options) (*Store, error) {
 	sync := "NORMAL"
 	if opts.Durable {
 		sync = "FULL"
@@ -197,8 +227,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the file, then releases its lock (Options.Lock).
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
+	return err
+}
 
 // Path is the file's path.
 func (s *Store) Path() string { return s.path }
@@ -408,4 +445,35 @@ func (s *Store) Alerts(ctx context.Context, t0, t1 time.Time) ([]Alert, error) {
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// OpenAlerts returns the alerts still open in the file: for each alert (its
+// name, GPU and PID) whose latest transition is "firing", that transition,
+// oldest first. At a start they are what an earlier run left firing when it
+// stopped or was killed.
+func (s *Store) OpenAlerts(ctx context.Context) ([]Alert, error) {
+	rows, err := s.db.QueryContext(ctx, `
+SELECT t, name, severity, gpu, pid, message, state FROM (
+	SELECT id, t, name, severity, gpu, pid, message, state,
+		row_number() OVER (PARTITION BY name, gpu, pid ORDER BY t DESC, id DESC) AS latest
+	FROM alerts
+) WHERE latest = 1 AND state = 'firing' ORDER BY t, id`)
+	if err != nil {
+		return nil, fmt.Errorf("history: open alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []Alert
+	for rows.Next() {
+		var a Alert
+		var t int64
+		if err := rows.Scan(&t, &a.Name, &a.Severity, &a.GPU, &a.PID, &a.Message, &a.State); err != nil {
+			return nil, fmt.Errorf("history: open alerts: %w", err)
+		}
+		a.Time = fromMS(t)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history: open alerts: %w", err)
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -443,4 +444,37 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	integrity(t, s.db)
+}
+
+func TestOpenAlerts(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, &clock{t0})
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	for _, a := range []Alert{
+		{Time: at(1), Name: "leak", GPU: "GPU-a", PID: 42, State: "firing", Message: "first"},
+		{Time: at(2), Name: "leak", GPU: "GPU-a", PID: 42, State: "resolved"},
+		{Time: at(3), Name: "leak", GPU: "GPU-a", PID: 42, State: "firing", Message: "again"}, // open
+		{Time: at(1), Name: "leak", GPU: "GPU-a", PID: 43, State: "firing"},
+		{Time: at(4), Name: "leak", GPU: "GPU-a", PID: 43, State: "resolved"},      // closed
+		{Time: at(2), Name: "used", GPU: "GPU-b", State: "firing", Message: "gpu"}, // open
+		{Time: at(5), Name: "down", GPU: "GPU-b", State: "resolved"},
+		{Time: at(5), Name: "down", GPU: "GPU-b", State: "firing", Message: "same ms, later row"}, // open
+	} {
+		a.Severity = "warning"
+		if err := s.RecordAlert(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open, err := s.OpenAlerts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range open {
+		got = append(got, fmt.Sprintf("%s/%s/%d:%s", a.Name, a.GPU, a.PID, a.Message))
+	}
+	want := "used/GPU-b/0:gpu leak/GPU-a/42:again down/GPU-b/0:same ms, later row"
+	if strings.Join(got, " ") != want {
+		t.Errorf("open alerts = %q, want %q", strings.Join(got, " "), want)
+	}
 }
