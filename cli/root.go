@@ -25,8 +25,11 @@ import (
 	"github.com/vramhq/vram/cli/top"
 )
 
-// Version is set at build time with -ldflags "-X github.com/vramhq/vram/cli.Version=...".
-var Version = "dev"
+// Version, when set at build time with
+// -ldflags "-X github.com/vramhq/vram/cli.Version=v1.2.3", is the version
+// vram reports. Left empty, vram reports what the Go toolchain recorded in
+// the binary: the module version and the VCS revision (see version.go).
+var Version = ""
 
 // UsageError marks an error caused by bad flags or arguments (exit code 2).
 type UsageError struct{ Err error }
@@ -48,7 +51,7 @@ func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long:          "vram explains and manages GPU memory: who holds it, how it moves, why a job ran out of it, and what would fit.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       versionString(Version, buildInfo),
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
