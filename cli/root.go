@@ -57,7 +57,7 @@ func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Err: err}
+		return &UsageError{Err: flagError(err)}
 	})
 	for _, add := range commands {
 		root.AddCommand(add())

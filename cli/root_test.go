@@ -91,3 +91,37 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("--version printed %q", got)
 	}
 }
+
+// Flag values the parser rejects are reported with the flag and what it
+// wants, never with the parser's own text.
+func TestFlagValueErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"top", "--simulate", "abc"}, `invalid value "abc" for --simulate: want a whole number`},
+		{[]string{"watch", "--pid", "-5"}, `invalid value "-5" for --pid: want whole numbers, 0 or more, separated by commas`},
+		{[]string{"status", "--gpu", "0,x"}, `invalid value "0,x" for --gpu: want whole numbers separated by commas`},
+		{[]string{"run", "--interval", "fast", "--", "true"}, `invalid value "fast" for --interval: want a duration such as 500ms, 30s or 5m`},
+		{[]string{"run", "--json=maybe", "--", "true"}, `invalid value "maybe" for --json: want true or false`},
+		{[]string{"fit", "--min", "99999999999999999999", "--", "true", "{}"}, `invalid value "99999999999999999999" for --min: out of range for a whole number`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := Main(tt.args, strings.NewReader(""), &out, &errOut)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			got := errOut.String()
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("stderr %q, want %q", got, tt.want)
+			}
+			for _, leak := range []string{"strconv.", "time: ", "invalid argument", "invalid syntax"} {
+				if strings.Contains(got, leak) {
+					t.Errorf("stderr %q carries the parser's %q", got, leak)
+				}
+			}
+		})
+	}
+}
