@@ -327,6 +327,27 @@ func TestWithoutMemoryFigures(t *testing.T) {
 	}
 }
 
+// A bare CUDA error from a job vram cannot measure: the cause is unknown,
+// and the report says what would tell instead of advising a smaller batch.
+func TestOOMCauseUnknownWithoutFigures(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := filepath.Abs(filepath.Join("testdata", "oom", "cuda_error.txt"))
+	args, env := jobtest.Command(dir, "stderr", path, "1")
+	res := run(t, job.Spec{Args: args, Env: env, SourceNote: "NVML library libnvidia-ml.so.1 not found"})
+	if !res.OOM.Detected || res.OOM.Cause != job.CauseUnknown {
+		t.Fatalf("oom %+v", res.OOM)
+	}
+	var text bytes.Buffer
+	res.WriteText(&text)
+	out := text.String()
+	if !strings.Contains(out, "unknown: the message states no sizes") || !strings.Contains(out, "a host with the NVIDIA driver") || strings.Contains(out, "smaller batch") {
+		t.Errorf("report:\n%s", out)
+	}
+	if rep := decode(t, res); rep["oom"].(map[string]any)["cause"] != "unknown" {
+		t.Errorf("json oom %v", rep["oom"])
+	}
+}
+
 func TestStartFailure(t *testing.T) {
 	_, err := job.Run(context.Background(), job.Spec{Args: []string{"/nonexistent/command"}})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/command") {

@@ -235,8 +235,9 @@ its whole process tree (the command and every descendant) at --interval.
 When it exits, print on stderr: the true peak (value, time, GPU, process), the
 steady state (median floor after warm-up), a sparkline, the leak verdict, the
 out-of-memory verdict with its cause (demand above capacity, fragmentation,
-another process holding memory, or a leak) and the time spent above 90 % of
-the GPU's capacity. vram exits with the job's status (128+N when signal N
+another process holding memory, a leak, or unknown when neither the message
+nor the samples state any size) and the time spent above 90 % of the GPU's
+capacity. vram exits with the job's status (128+N when signal N
 killed it).
 
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to the job
