@@ -293,6 +293,31 @@ func TestOOMFromOutput(t *testing.T) {
 	}
 }
 
+// A progress bar redrawn with carriage returns makes one line of stderr
+// that can run to megabytes; the OOM message at its end is still found.
+func TestOOMAfterLongLine(t *testing.T) {
+	f := newFake(t, 80*gib)
+	msg, err := os.ReadFile(filepath.Join("testdata", "oom", "pytorch_2x_fragmented.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oom string
+	for _, l := range strings.Split(string(msg), "\n") {
+		if strings.HasPrefix(l, "torch.OutOfMemoryError") {
+			oom = l
+		}
+	}
+	bar := strings.Repeat("\r 42%|████▏     | 420/1000 [01:02<01:26,  6.71it/s]", 20000) // about 1 MiB
+	path := filepath.Join(t.TempDir(), "stderr.txt")
+	if err := os.WriteFile(path, []byte(bar+" "+oom+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, f.spec("stderr", path, "1"))
+	if !res.OOM.Detected || res.OOM.Cause != job.CauseFragmentation {
+		t.Errorf("oom detected %v, cause %q", res.OOM.Detected, res.OOM.Cause)
+	}
+}
+
 func TestOOMCausedByAnotherProcess(t *testing.T) {
 	f := newFake(t, 40*gib)
 	// PID 1 always runs: it plays a process outside the job holding 30 GiB.
