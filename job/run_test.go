@@ -492,6 +492,23 @@ func TestFitStopsOnOtherFailure(t *testing.T) {
 	}
 }
 
+// A failure that is not an OOM above sizes that fitted: no answer.
+func TestFitFailureAfterFits(t *testing.T) {
+	f := newFake(t, 10*gib)
+	trial := f.spec("batch", "{}")
+	trial.Env = append(trial.Env, "VRAM_FAKEJOB_A="+itoa(gib), "VRAM_FAKEJOB_B="+itoa(4*mib), "VRAM_FAKEJOB_CAP="+itoa(10*gib), "VRAM_FAKEJOB_FAIL_ABOVE=10")
+	res, err := job.Fit(context.Background(), job.FitSpec{Args: trial.Args, Trial: trial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Found || res.Recommended != 0 || res.MaxBatch < 1 || res.MaxBatch > 10 || res.Failure == nil || res.Failure.Batch <= 10 {
+		t.Fatalf("found %v, max %d, recommended %d, failure %+v, stop %q", res.Found, res.MaxBatch, res.Recommended, res.Failure, res.Stop)
+	}
+	if tail := strings.Join(res.Failure.Result.Tail, "\n"); !strings.Contains(tail, "ImportError") {
+		t.Errorf("tail %q", tail)
+	}
+}
+
 func TestHTMLReport(t *testing.T) {
 	f := newFake(t, 1000*mib)
 	spec := f.spec("leak", itoa(100*mib), itoa(2*mib), "20", "2500")

@@ -249,3 +249,45 @@ func TestFitCommand(t *testing.T) {
 		t.Errorf("exit %d, table:\n%s", code, stdout)
 	}
 }
+
+// A trial that fails for a reason other than OOM ends the search without
+// an answer, even when smaller sizes fitted: vram fit exits 1 and shows the
+// trial's error.
+func TestFitStopsOnNonOOMFailure(t *testing.T) {
+	dir := t.TempDir()
+	te := &testEnv{}
+	t.Setenv("VRAM_FAKEJOB_A", strconv.Itoa(gib))
+	t.Setenv("VRAM_FAKEJOB_B", strconv.Itoa(4*mib))
+	t.Setenv("VRAM_FAKEJOB_CAP", strconv.Itoa(10*gib))
+	t.Setenv("VRAM_FAKEJOB_FAIL_ABOVE", "10")
+	args := fakeArgs(t, dir, []string{"fit", "--interval", "10ms"}, "batch", "{}")
+	stdout, stderr, code := vram(t, te.env(nil, false), args...)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if out := stdout.String(); strings.Contains(out, "largest batch that fits") || !strings.Contains(out, "search stopped: batch 16 failed with exit status 1 and no OOM message; 8 fitted before") {
+		t.Errorf("table:\n%s", out)
+	}
+	for _, want := range []string{"  | ImportError: cannot import name 'Net' from 'model' (batch 16)", "vram: fit: the search stopped without an answer: batch 16 failed"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	stdout, _, code = vram(t, te.env(nil, false), append([]string{"fit", "--json"}, args[1:]...)...)
+	var rep struct {
+		Found       bool `json:"found"`
+		Max         int  `json:"max_batch"`
+		Recommended int  `json:"recommended_batch"`
+		Failure     *struct {
+			Batch int      `json:"batch"`
+			Tail  []string `json:"tail"`
+		} `json:"failure"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if code != 1 || rep.Found || rep.Max != 8 || rep.Recommended != 0 || rep.Failure == nil || rep.Failure.Batch != 16 {
+		t.Errorf("exit %d, JSON %+v", code, rep)
+	}
+}

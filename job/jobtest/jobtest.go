@@ -23,7 +23,9 @@
 //	batch N                  hold A+B·N bytes (VRAM_FAKEJOB_A, _B) for 100 ms
 //	                         and exit 0 when that is at most VRAM_FAKEJOB_CAP;
 //	                         otherwise hold up to the capacity, print PyTorch's
-//	                         OOM message with the figures and exit 1
+//	                         OOM message with the figures and exit 1;
+//	                         above VRAM_FAKEJOB_FAIL_ABOVE (when set) it
+//	                         fails otherwise: a Python ImportError, exit 1
 //
 // The batch job also reads N from the variable VRAM_BATCH when no argument
 // is given.
@@ -207,6 +209,11 @@ func envU(name string) uint64 {
 }
 
 func batch(n int) int {
+	if v := os.Getenv("VRAM_FAKEJOB_FAIL_ABOVE"); v != "" && uint64(n) > envU("VRAM_FAKEJOB_FAIL_ABOVE") {
+		fmt.Fprintf(os.Stderr, "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    from model import Net\n")
+		fmt.Fprintf(os.Stderr, "ImportError: cannot import name 'Net' from 'model' (batch %d)\n", n)
+		return 1
+	}
 	a, b, capacity := envU("VRAM_FAKEJOB_A"), envU("VRAM_FAKEJOB_B"), envU("VRAM_FAKEJOB_CAP")
 	need := a + b*uint64(n)
 	if need <= capacity {
