@@ -98,6 +98,9 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 	case f.envName != "" && strings.ContainsAny(f.envName, "= \t"):
 		return bad(fmt.Errorf("--env %q: not a variable name", f.envName))
 	}
+	if err := checkOutputs(f.jsonOutputs(nil)); err != nil {
+		return bad(err)
+	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	s := open(stderr, cmd.InOrStdin())
 	defer s.close()
@@ -139,9 +142,7 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 			fmt.Fprintln(stderr, "  (it wrote nothing on standard error)")
 		}
 	}
-	if err := writeJSON(&f.common, stdout, func(w io.Writer) error { return writeFitJSON(w, res, f, args) }); err != nil {
-		return err
-	}
+	saved := writeOutputs(stdout, stderr, f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
 	switch {
 	case res.Failure != nil:
 		// Whatever fitted before, the search has no answer: a failure
@@ -150,6 +151,8 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 		return &exitError{code: 1, msg: "fit: the search stopped without an answer: " + res.Stop}
 	case !res.Found:
 		return &exitError{code: 1, msg: "fit: " + res.Stop}
+	case !saved:
+		return &exitError{code: 1}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@
 //
 //	exit N                   exit with status N
 //	stderr FILE N            copy FILE to standard error, exit N
+//	remove PATH N            remove PATH and all it holds, exit N
 //	mem BYTES MS             hold BYTES for MS milliseconds, exit 0
 //	leak START STEP MS TOTAL hold START, add STEP every MS ms, for TOTAL ms, exit 0
 //	signals                  print "ready", then on SIGINT, SIGTERM, SIGHUP,
@@ -129,6 +130,13 @@ func run(args []string) int {
 			return 2
 		}
 		io.Copy(os.Stderr, f)
+		return atoi(args[2])
+	case "remove":
+		need(2)
+		if err := os.RemoveAll(args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
 		return atoi(args[2])
 	case "mem":
 		need(2)
