@@ -6,7 +6,9 @@
 // Conventions every command follows:
 //   - human output on stdout, warnings and progress on stderr;
 //   - --json prints machine-readable output with sizes in bytes;
-//   - errors are one line naming the problem, never a stack trace;
+//   - errors are one line naming the problem, never a stack trace; a flag
+//     value the parser rejects reads: invalid value "abc" for --simulate:
+//     want a whole number (flagerr.go);
 //   - exit code 1 for failures, 2 for bad usage.
 package cli
 

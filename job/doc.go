@@ -68,8 +68,8 @@
 // # OOM diagnosis (oom.go, diagnose.go)
 //
 // The scanner matches each line of standard error, of any length (see
-// MaxLine: a long line is searched in bounded windows), against the markers of
-// PyTorch (CUDA out of memory, OutOfMemoryError), TensorFlow
+// MaxLine: a long line is searched in bounded windows), against the
+// markers of PyTorch (CUDA out of memory, OutOfMemoryError), TensorFlow
 // (ResourceExhaustedError, OOM when allocating), JAX/XLA
 // (RESOURCE_EXHAUSTED), CuPy (cupy.cuda.memory.OutOfMemoryError) and CUDA
 // (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY, "CUDA error: out of
