@@ -6,7 +6,9 @@
 // Conventions every command follows:
 //   - human output on stdout, warnings and progress on stderr;
 //   - --json prints machine-readable output with sizes in bytes;
-//   - errors are one line naming the problem, never a stack trace;
+//   - errors are one line naming the problem, never a stack trace; a flag
+//     value the parser rejects reads: invalid value "abc" for --simulate:
+//     want a whole number (flagerr.go);
 //   - exit code 1 for failures, 2 for bad usage.
 package cli
 
@@ -25,8 +27,11 @@ import (
 	"github.com/vramhq/vram/cli/top"
 )
 
-// Version is set at build time with -ldflags "-X github.com/vramhq/vram/cli.Version=...".
-var Version = "dev"
+// Version, when set at build time with
+// -ldflags "-X github.com/vramhq/vram/cli.Version=v1.2.3", is the version
+// vram reports. Left empty, vram reports what the Go toolchain recorded in
+// the binary: the module version and the VCS revision (see version.go).
+var Version = ""
 
 // UsageError marks an error caused by bad flags or arguments (exit code 2).
 type UsageError struct{ Err error }
@@ -48,13 +53,13 @@ func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long:          "vram explains and manages GPU memory: who holds it, how it moves, why a job ran out of it, and what would fit.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       versionString(Version, buildInfo),
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Err: err}
+		return &UsageError{Err: flagError(err)}
 	})
 	for _, add := range commands {
 		root.AddCommand(add())

@@ -15,6 +15,9 @@ const (
 	CauseOtherProcess  = "other-process" // another process held the memory
 	CauseLeak          = "leak"          // the job's memory kept rising until it died
 	CauseLimit         = "limit"         // vram's --limit ended the job (not an OOM)
+	// CauseUnknown: nothing tells why, the message states no sizes and
+	// vram saw none of the job's memory.
+	CauseUnknown = "unknown"
 )
 
 // OOM is the out-of-memory verdict of a job.
@@ -100,7 +103,22 @@ func diagnose(r *Result, msgs []Message) OOM {
 		o.Advice = "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or call torch.cuda.empty_cache() between phases of different shapes)"
 		return o
 	}
-	// 4. The job needs more than there is.
+	// 4. Nothing tells: the message states no sizes and vram saw none of
+	// the job's memory (no NVML, or the job held nothing in the samples).
+	// Calling that demand would send the user after a smaller batch
+	// without evidence.
+	if best.Tried == 0 && best.Capacity == 0 && r.Peak.Bytes == 0 {
+		o.Cause = CauseUnknown
+		if !r.Memory {
+			o.Explanation = "the message states no sizes and vram had no memory figures: nothing tells whether the job needed more than the GPU has, another process held the memory, or it was fragmented"
+			o.Advice = "to find out, run it where vram can read GPU memory (a host with the NVIDIA driver: the samples show the job's peak and the other processes on the GPU), " + sizesAdvice
+		} else {
+			o.Explanation = "the message states no sizes and the job held no GPU memory in vram's samples: nothing tells whether it needed more than the GPU has, another process held the memory, or it was fragmented"
+			o.Advice = "to find out, sample more often (--interval 10ms) to see the job's memory before it fails, " + sizesAdvice
+		}
+		return o
+	}
+	// 5. The job needs more than there is.
 	o.Cause = CauseDemand
 	switch {
 	case best.Tried > 0 && best.Capacity > 0:
@@ -111,11 +129,18 @@ func diagnose(r *Result, msgs []Message) OOM {
 	case r.Peak.Bytes > 0:
 		o.Explanation = fmt.Sprintf("the job reached %s before it failed", units.FormatBytes(r.Peak.Bytes))
 	default:
-		o.Explanation = "the job needs more memory than the GPU has free"
+		o.Explanation = fmt.Sprintf("the job ran out of memory on a GPU of %s with %s free", units.FormatBytes(best.Capacity), units.FormatBytes(best.Free))
+	}
+	if !r.Memory && len(best.Holders) == 0 {
+		o.Explanation += "; without memory figures vram cannot tell whether other processes held part of the GPU"
 	}
 	o.Advice = "use a smaller batch (vram fit finds the largest that fits), mixed precision or activation checkpointing, or a larger GPU"
 	return o
 }
+
+// sizesAdvice says where the sizes of an OOM come from when vram cannot
+// measure them.
+const sizesAdvice = "or let the framework state the sizes (PyTorch's torch.OutOfMemoryError message does; a bare CUDA error does not)"
 
 func orUnknown(s string) string {
 	if s == "" {

@@ -25,6 +25,11 @@ func result(exit int, jobBytes uint64, others map[int]uint64, leak detect.Kind) 
 	return r
 }
 
+// noFigures is a failed job run without memory figures.
+func noFigures() *Result {
+	return &Result{ExitCode: 1, MemoryNote: "NVML library libnvidia-ml.so.1 not found", Peak: Peak{Device: -1}, treePIDs: map[int]bool{}}
+}
+
 func TestDiagnose(t *testing.T) {
 	frag := Message{Framework: "pytorch", Tried: 2 * gib, Capacity: 80 * gib, Allocated: 60 * gib, Unallocated: 16 * gib, GPU: 0}
 	demand := Message{Framework: "pytorch", Tried: 2 * gib, Capacity: 80 * gib, Allocated: 77 * gib, Unallocated: 100 * mib, GPU: 0}
@@ -44,6 +49,9 @@ func TestDiagnose(t *testing.T) {
 		{"leak", result(1, 78*gib, nil, detect.Leak), []Message{demand}, CauseLeak, "retain_graph"},
 		{"other process", result(1, 40*gib, map[int]uint64{4242: 38 * gib}, detect.NoLeak), []Message{demand}, CauseOtherProcess, "pid 4242 (python serve.py) with 38.00 GiB"},
 		{"small other process", result(1, 70*gib, map[int]uint64{4242: gib}, detect.NoLeak), []Message{demand}, CauseDemand, ""},
+		{"bare message, no memory figures", noFigures(), []Message{bare}, CauseUnknown, "vram had no memory figures"},
+		{"bare message, nothing held in the samples", result(1, 0, nil, detect.Insufficient), []Message{bare}, CauseUnknown, "held no GPU memory in vram's samples"},
+		{"request size, no memory figures", noFigures(), []Message{{Framework: "jax", Tried: 16 * gib, GPU: -1}}, CauseDemand, "cannot tell whether other processes"},
 		{"first message with figures", result(1, 70*gib, nil, detect.NoLeak), []Message{bare, frag}, CauseFragmentation, ""},
 	}
 	for _, tt := range tests {
@@ -57,6 +65,9 @@ func TestDiagnose(t *testing.T) {
 			}
 			if o.Detected != (tt.cause != "") {
 				t.Errorf("detected %v", o.Detected)
+			}
+			if o.Cause == CauseUnknown && strings.Contains(o.Advice, "smaller batch") {
+				t.Errorf("advice without evidence: %q", o.Advice)
 			}
 		})
 	}

@@ -67,8 +67,9 @@
 //
 // # OOM diagnosis (oom.go, diagnose.go)
 //
-// The scanner matches each line of standard error against the markers of
-// PyTorch (CUDA out of memory, OutOfMemoryError), TensorFlow
+// The scanner matches each line of standard error, of any length (see
+// MaxLine: a long line is searched in bounded windows), against the
+// markers of PyTorch (CUDA out of memory, OutOfMemoryError), TensorFlow
 // (ResourceExhaustedError, OOM when allocating), JAX/XLA
 // (RESOURCE_EXHAUSTED), CuPy (cupy.cuda.memory.OutOfMemoryError) and CUDA
 // (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY, "CUDA error: out of
@@ -88,7 +89,13 @@
 //  3. fragmentation: PyTorch's reserved-but-unallocated memory was at least
 //     the failed request and at least 1/32 of the capacity: the cache held
 //     enough free bytes, not in one piece (advice: expandable segments).
-//  4. demand: otherwise the job simply needs more than the GPU has.
+//  4. unknown: the message states no sizes and vram saw none of the job's
+//     memory (no memory figures, or nothing held in the samples): nothing
+//     tells, and the advice says what would (memory figures, a message
+//     with sizes such as PyTorch's).
+//  5. demand: otherwise the job needs more than the GPU has; without
+//     memory figures the explanation says that other processes cannot be
+//     ruled out.
 //
 // # Limit (limit.go)
 //

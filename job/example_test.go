@@ -30,7 +30,8 @@ func ExampleSparkline() {
 }
 
 // Run without a memory source: the job still runs, its status is kept and
-// its output is scanned for OOM messages.
+// its output is scanned for OOM messages. A bare CUDA error states no
+// sizes, and without memory figures nothing tells its cause: unknown.
 func ExampleRun() {
 	res, err := job.Run(context.Background(), job.Spec{
 		Args:       []string{"sh", "-c", "echo 'RuntimeError: CUDA error: out of memory' >&2; exit 3"},
@@ -41,5 +42,5 @@ func ExampleRun() {
 		return
 	}
 	fmt.Println(res.ExitCode, res.OOM.Detected, res.OOM.Message.Framework, res.OOM.Cause)
-	// Output: 3 true cuda demand
+	// Output: 3 true cuda unknown
 }

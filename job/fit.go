@@ -85,8 +85,9 @@ func (l Line) At(n int) float64 { return l.A + l.B*float64(n) }
 
 // FitResult is the answer of a search.
 type FitResult struct {
-	// Found is false when even Min does not fit, or the search stopped on
-	// another failure before any trial fitted.
+	// Found is false when even Min does not fit, or when a trial failed
+	// otherwise (Failure): the search has no answer then, and MaxBatch is
+	// only the largest batch that fitted before.
 	Found       bool
 	MaxBatch    int // the largest batch that ran and fitted
 	Recommended int // MaxBatch less the margin, at least Min
@@ -118,7 +119,8 @@ func (r *FitResult) Ran() int {
 // run) and is classified: fits (status 0, no OOM message), timeout (ran to
 // the trial timeout without an OOM: counted as fitting), oom (an OOM
 // message, whether the job died of it or caught it), or failed (anything
-// else: the search stops and the trial's output tail is in the result).
+// else: the search stops without an answer, Found is false, and the
+// trial's output tail is in the result).
 //
 // The search keeps a bracket: lo, the largest batch that fitted, and hi,
 // the smallest that did not. It first runs Min, then climbs by doubling
@@ -240,7 +242,11 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 		fmt.Fprintf(spec.Progress, "fit: trial %d: batch %d %s%s in %s\n", n, c, tr.Outcome, peak, round(tr.Duration))
 		if tr.Outcome == Failed {
 			res.Failure = &res.Trials[len(res.Trials)-1]
-			res.Stop = fmt.Sprintf("batch %d failed with exit status %d and no OOM message", c, r.ExitCode)
+			if r.Signal != 0 {
+				res.Stop = fmt.Sprintf("batch %d was killed by %s and printed no OOM message", c, SignalName(r.Signal))
+			} else {
+				res.Stop = fmt.Sprintf("batch %d failed with exit status %d and no OOM message", c, r.ExitCode)
+			}
 			break
 		}
 		fits := tr.Outcome == Fits || tr.Outcome == TimeOut
@@ -252,8 +258,12 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 		res.Line = &l
 	}
 	res.Capacity = uint64(s.capacity)
-	if s.lo > 0 {
-		res.Found, res.MaxBatch = true, s.lo
+	res.MaxBatch = s.lo
+	// A trial that failed for another reason ends the search without an
+	// answer: the batches above the ones that fitted were not tried to
+	// the end, and the same failure may hit every size.
+	if s.lo > 0 && res.Failure == nil {
+		res.Found = true
 		res.Recommended = max(spec.Min, int(math.Floor(float64(s.lo)*(1-spec.Margin))))
 	}
 	if res.Stop == "" {

@@ -16,7 +16,9 @@ import (
 // figures it states (0 when it does not state them).
 type Message struct {
 	Framework string `json:"framework"` // pytorch, tensorflow, jax, cupy, cuda
-	Text      string `json:"text"`      // the line, truncated to MaxLine bytes
+	// Text is the line, cut at MaxLine bytes; for a marker found beyond
+	// MaxLine in a longer line, the line from the marker on, cut the same.
+	Text string `json:"text"`
 	// At is when the line was read, after the job started.
 	At time.Duration `json:"-"`
 
@@ -41,8 +43,11 @@ type Holder struct {
 	Bytes uint64 `json:"bytes"`
 }
 
-// MaxLine is the longest line the scanner matches; the rest of a longer
-// line is passed through but not searched.
+// MaxLine is the longest part of a line the scanner keeps: a message's
+// Text is cut there. A longer line (a progress bar redrawn with carriage
+// returns can make one line of megabytes) is still searched to its end, in
+// windows of 2·MaxLine bytes, so memory stays bounded and a marker anywhere
+// in it is found.
 const MaxLine = 64 << 10
 
 // tailLines is how many of the last output lines a Scanner keeps.
@@ -52,6 +57,15 @@ const tailLines = 40
 type pattern struct {
 	framework, marker string
 }
+
+// maxMarker is the length of the longest marker.
+var maxMarker = func() int {
+	n := 0
+	for _, p := range patterns {
+		n = max(n, len(p.marker))
+	}
+	return n
+}()
 
 // patterns are matched in order; the first marker found in a line names
 // the framework. CuPy's exception is also called OutOfMemoryError, so its
@@ -208,10 +222,16 @@ type Scanner struct {
 	mu      sync.Mutex
 	partial []byte // the unfinished last line, at most MaxLine bytes
 	over    bool   // the partial line was longer than MaxLine
-	msgs    []Message
-	tail    []string // ring of the last tailLines lines
-	next    int
-	lines   int
+	// For a line longer than MaxLine: win is the part after partial still
+	// to search (at most 2·MaxLine bytes, starting with the last bytes of
+	// partial so that a marker across the boundary is seen), and found the
+	// message of the line once one is seen.
+	win   []byte
+	found *Message
+	msgs  []Message
+	tail  []string // ring of the last tailLines lines
+	next  int
+	lines int
 }
 
 // NewScanner returns a Scanner whose message times count from start.
@@ -244,16 +264,77 @@ func (s *Scanner) Write(p []byte) (int, error) {
 }
 
 func (s *Scanner) appendPartial(b []byte) {
-	room := MaxLine - len(s.partial)
-	if len(b) > room {
-		b, s.over = b[:room], true
+	if !s.over {
+		room := MaxLine - len(s.partial)
+		if need := len(s.partial) + min(len(b), room); need > cap(s.partial) {
+			// Grow as append would, but never past MaxLine.
+			p := make([]byte, len(s.partial), min(MaxLine, max(need, 2*cap(s.partial))))
+			copy(p, s.partial)
+			s.partial = p
+		}
+		if len(b) <= room {
+			s.partial = append(s.partial, b...)
+			return
+		}
+		s.partial = append(s.partial, b[:room]...)
+		b = b[room:]
+		// The line goes on past MaxLine: match its head now, then search
+		// the rest in windows as it arrives.
+		s.over = true
+		if m, ok := s.match(string(s.partial)); ok {
+			s.found = &m
+		}
+		if cap(s.win) < 2*MaxLine {
+			s.win = make([]byte, 0, 2*MaxLine)
+		}
+		s.win = append(s.win[:0], s.partial[len(s.partial)-(maxMarker-1):]...)
 	}
-	s.partial = append(s.partial, b...)
+	for len(b) > 0 {
+		n := min(len(b), 2*MaxLine-len(s.win))
+		s.win = append(s.win, b[:n]...)
+		b = b[n:]
+		if len(s.win) == 2*MaxLine {
+			// Markers that start in the first half are whole in the
+			// window and followed by at least MaxLine−len(marker) bytes
+			// of the message; the second half starts the next window.
+			s.searchWindow(MaxLine)
+			s.win = s.win[:copy(s.win, s.win[MaxLine:])]
+		}
+	}
+}
+
+// searchWindow looks, in a long line's window, for a marker that starts
+// before limit, unless the line already has its message.
+func (s *Scanner) searchWindow(limit int) {
+	if s.found != nil || len(s.msgs) >= maxMessages {
+		return
+	}
+	for _, p := range patterns {
+		if i := bytes.Index(s.win, []byte(p.marker)); i >= 0 && i < limit {
+			if m, ok := s.match(string(s.win[i:])); ok {
+				s.found = &m
+			}
+			return
+		}
+	}
+}
+
+// match is MatchLine with the message's time set.
+func (s *Scanner) match(line string) (Message, bool) {
+	m, ok := MatchLine(line)
+	if ok {
+		m.At = s.now().Sub(s.start)
+	}
+	return m, ok
 }
 
 func (s *Scanner) endLine() {
+	if s.over {
+		s.searchWindow(len(s.win))
+	}
 	line := strings.TrimRight(string(s.partial), "\r")
-	s.partial, s.over = s.partial[:0], false
+	over, found := s.over, s.found
+	s.partial, s.over, s.win, s.found = s.partial[:0], false, s.win[:0], nil
 	s.lines++
 	kept := line
 	if len(kept) > 1024 {
@@ -268,8 +349,13 @@ func (s *Scanner) endLine() {
 	if len(s.msgs) >= maxMessages {
 		return
 	}
-	if m, ok := MatchLine(line); ok {
-		m.At = s.now().Sub(s.start)
+	if over {
+		if found != nil {
+			s.msgs = append(s.msgs, *found)
+		}
+		return
+	}
+	if m, ok := s.match(line); ok {
 		s.msgs = append(s.msgs, m)
 	}
 }

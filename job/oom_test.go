@@ -2,6 +2,7 @@ package job
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,9 +100,7 @@ func TestScannerTailAndLongLines(t *testing.T) {
 	for i := range 100 {
 		buf.WriteString(strings.Repeat("x", i) + "\n")
 	}
-	// A line longer than MaxLine: the marker past the limit is not seen,
-	// and the scanner's memory stays bounded.
-	buf.WriteString(strings.Repeat("y", MaxLine+10) + " CUDA out of memory\n")
+	buf.WriteString(strings.Repeat("y", MaxLine+10) + " no marker in this long line\n")
 	buf.WriteString("last line without newline")
 	s.Write(buf.Bytes())
 	s.Close()
@@ -109,11 +108,71 @@ func TestScannerTailAndLongLines(t *testing.T) {
 	if len(tail) != tailLines || tail[len(tail)-1] != "last line without newline" {
 		t.Fatalf("tail has %d lines, last %q", len(tail), tail[len(tail)-1])
 	}
-	if len(s.partial) != 0 || cap(s.partial) > MaxLine+1024 {
-		t.Errorf("partial line buffer %d/%d", len(s.partial), cap(s.partial))
+	if len(s.partial) != 0 || cap(s.partial) > MaxLine || cap(s.win) > 2*MaxLine {
+		t.Errorf("line buffers %d/%d and %d/%d", len(s.partial), cap(s.partial), len(s.win), cap(s.win))
 	}
-	if _, ok := s.Best(); ok {
-		t.Error("matched a marker beyond MaxLine")
+	if m, ok := s.Best(); ok {
+		t.Errorf("matched %q", m.Text[:40])
+	}
+}
+
+// A marker anywhere in a line longer than MaxLine is found, whatever the
+// chunks the line arrives in, with the figures that follow it; memory
+// stays bounded.
+func TestScannerMarkerInLongLine(t *testing.T) {
+	const torch = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.25 GiB of which 1.12 GiB is free."
+	const cupy = "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 8,589,934,592 bytes (allocated so far: 8,589,934,592 bytes)."
+	pad := func(n int) string {
+		return strings.Repeat("\r 37%|███▋      | 370/1000 [00:12<00:21, 29.6it/s]", n/48+1)[:n]
+	}
+	tests := []struct {
+		name      string
+		line      string
+		framework string
+		tried     uint64
+	}{
+		{"after 100 KiB", pad(100<<10) + torch, "pytorch", 2 * gib},
+		{"across MaxLine", pad(MaxLine-10) + torch, "pytorch", 2 * gib},
+		{"at the first window's end", pad(2*MaxLine-(maxMarker-1)-5) + torch, "pytorch", 2 * gib},
+		{"at the second window's start", pad(2*MaxLine-(maxMarker-1)) + torch, "pytorch", 2 * gib},
+		{"mid-line in 1 MiB", pad(600<<10) + torch + pad(500<<10), "pytorch", 2 * gib},
+		{"CuPy's full marker", pad(3*MaxLine+1) + cupy + pad(MaxLine), "cupy", 8 << 30},
+		{"within the head", pad(100) + torch + pad(200<<10), "pytorch", 2 * gib},
+		{"no marker", pad(1 << 20), "", 0},
+	}
+	for _, tt := range tests {
+		for _, chunk := range []int{1 << 30, 32 << 10, 4093, 61} {
+			t.Run(fmt.Sprintf("%s/chunks of %d", tt.name, min(chunk, len(tt.line)+1)), func(t *testing.T) {
+				s := NewScanner(time.Now(), nil)
+				in := []byte("first line\n" + tt.line + "\nlast line\n")
+				for len(in) > 0 {
+					n := min(chunk, len(in))
+					s.Write(in[:n])
+					in = in[n:]
+					if cap(s.win) > 2*MaxLine || cap(s.partial) > MaxLine {
+						t.Fatalf("line buffers grew to %d and %d bytes", cap(s.partial), cap(s.win))
+					}
+				}
+				s.Close()
+				msgs := s.Messages()
+				if tt.framework == "" {
+					if len(msgs) != 0 {
+						t.Fatalf("%d messages in a line without a marker", len(msgs))
+					}
+					return
+				}
+				if len(msgs) != 1 {
+					t.Fatalf("%d messages, want 1", len(msgs))
+				}
+				m := msgs[0]
+				if m.Framework != tt.framework || m.Tried != tt.tried || len(m.Text) > MaxLine {
+					t.Errorf("framework %s, tried %d, text of %d bytes; want %s, %d", m.Framework, m.Tried, len(m.Text), tt.framework, tt.tried)
+				}
+				if tail := s.Tail(); len(tail) != 3 || tail[2] != "last line" {
+					t.Errorf("tail %d lines", len(tail))
+				}
+			})
+		}
 	}
 }
 

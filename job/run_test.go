@@ -293,6 +293,31 @@ func TestOOMFromOutput(t *testing.T) {
 	}
 }
 
+// A progress bar redrawn with carriage returns makes one line of stderr
+// that can run to megabytes; the OOM message at its end is still found.
+func TestOOMAfterLongLine(t *testing.T) {
+	f := newFake(t, 80*gib)
+	msg, err := os.ReadFile(filepath.Join("testdata", "oom", "pytorch_2x_fragmented.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oom string
+	for _, l := range strings.Split(string(msg), "\n") {
+		if strings.HasPrefix(l, "torch.OutOfMemoryError") {
+			oom = l
+		}
+	}
+	bar := strings.Repeat("\r 42%|████▏     | 420/1000 [01:02<01:26,  6.71it/s]", 20000) // about 1 MiB
+	path := filepath.Join(t.TempDir(), "stderr.txt")
+	if err := os.WriteFile(path, []byte(bar+" "+oom+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, f.spec("stderr", path, "1"))
+	if !res.OOM.Detected || res.OOM.Cause != job.CauseFragmentation {
+		t.Errorf("oom detected %v, cause %q", res.OOM.Detected, res.OOM.Cause)
+	}
+}
+
 func TestOOMCausedByAnotherProcess(t *testing.T) {
 	f := newFake(t, 40*gib)
 	// PID 1 always runs: it plays a process outside the job holding 30 GiB.
@@ -324,6 +349,27 @@ func TestWithoutMemoryFigures(t *testing.T) {
 	rep := decode(t, res)
 	if rep["memory_available"] != false || rep["leak"].(map[string]any)["verdict"] != "unavailable" {
 		t.Errorf("json %v", rep)
+	}
+}
+
+// A bare CUDA error from a job vram cannot measure: the cause is unknown,
+// and the report says what would tell instead of advising a smaller batch.
+func TestOOMCauseUnknownWithoutFigures(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := filepath.Abs(filepath.Join("testdata", "oom", "cuda_error.txt"))
+	args, env := jobtest.Command(dir, "stderr", path, "1")
+	res := run(t, job.Spec{Args: args, Env: env, SourceNote: "NVML library libnvidia-ml.so.1 not found"})
+	if !res.OOM.Detected || res.OOM.Cause != job.CauseUnknown {
+		t.Fatalf("oom %+v", res.OOM)
+	}
+	var text bytes.Buffer
+	res.WriteText(&text)
+	out := text.String()
+	if !strings.Contains(out, "unknown: the message states no sizes") || !strings.Contains(out, "a host with the NVIDIA driver") || strings.Contains(out, "smaller batch") {
+		t.Errorf("report:\n%s", out)
+	}
+	if rep := decode(t, res); rep["oom"].(map[string]any)["cause"] != "unknown" {
+		t.Errorf("json oom %v", rep["oom"])
 	}
 }
 
@@ -442,6 +488,23 @@ func TestFitStopsOnOtherFailure(t *testing.T) {
 		t.Fatalf("found %v, failure %v, stop %q", res.Found, res.Failure, res.Stop)
 	}
 	if tail := res.Failure.Result.Tail; len(tail) == 0 || !strings.Contains(strings.Join(tail, "\n"), "device-side assert") {
+		t.Errorf("tail %q", tail)
+	}
+}
+
+// A failure that is not an OOM above sizes that fitted: no answer.
+func TestFitFailureAfterFits(t *testing.T) {
+	f := newFake(t, 10*gib)
+	trial := f.spec("batch", "{}")
+	trial.Env = append(trial.Env, "VRAM_FAKEJOB_A="+itoa(gib), "VRAM_FAKEJOB_B="+itoa(4*mib), "VRAM_FAKEJOB_CAP="+itoa(10*gib), "VRAM_FAKEJOB_FAIL_ABOVE=10")
+	res, err := job.Fit(context.Background(), job.FitSpec{Args: trial.Args, Trial: trial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Found || res.Recommended != 0 || res.MaxBatch < 1 || res.MaxBatch > 10 || res.Failure == nil || res.Failure.Batch <= 10 {
+		t.Fatalf("found %v, max %d, recommended %d, failure %+v, stop %q", res.Found, res.MaxBatch, res.Recommended, res.Failure, res.Stop)
+	}
+	if tail := strings.Join(res.Failure.Result.Tail, "\n"); !strings.Contains(tail, "ImportError") {
 		t.Errorf("tail %q", tail)
 	}
 }

@@ -179,7 +179,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "--json", "--csv"}, "--json and --csv cannot be used together"},
 		{[]string{"status", "--gpu", "9"}, "--gpu 9: this host has 8 GPUs (0-7)"},
 		{[]string{"status", "--simulate", "-1"}, "--simulate -1: must be between 1 and 64 GPUs"},
-		{[]string{"watch", "--interval", "fast"}, `invalid argument "fast" for "--interval"`},
+		{[]string{"watch", "--interval", "fast"}, `invalid value "fast" for --interval: want a duration`},
 	}
 	for _, tt := range tests {
 		_, errs, code := run(t, testEnv(nil, nil), tt.args...)

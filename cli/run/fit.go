@@ -39,7 +39,8 @@ func NewCmdFit() *cobra.Command {
 the environment variable --env NAME), each trial a child process watched like
 vram run. A trial fits when it exits 0 without an out-of-memory message (or
 runs until --trial-timeout without one); an OOM message makes it too large; any
-other failure stops the search and shows the end of its error output.
+other failure (an import error, a crash) stops the search without an answer:
+vram fit shows the end of the trial's error output and exits 1.
 
 The search doubles from --min until a trial does not fit, then bisects, and
 stops when the largest fitting size is within --tolerance of the smallest
@@ -97,6 +98,9 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 	case f.envName != "" && strings.ContainsAny(f.envName, "= \t"):
 		return bad(fmt.Errorf("--env %q: not a variable name", f.envName))
 	}
+	if err := checkOutputs(f.jsonOutputs(nil)); err != nil {
+		return bad(err)
+	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	s := open(stderr, cmd.InOrStdin())
 	defer s.close()
@@ -130,7 +134,7 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 		writeFitTable(stdout, res, f)
 	}
 	if res.Failure != nil {
-		fmt.Fprintf(stderr, "vram: batch %d failed (exit status %d) without an out-of-memory message; the end of its error output:\n", res.Failure.Batch, res.Failure.ExitCode)
+		fmt.Fprintf(stderr, "vram: %s; the end of its error output:\n", res.Stop)
 		for _, l := range res.Failure.Result.Tail {
 			fmt.Fprintf(stderr, "  | %s\n", l)
 		}
@@ -138,11 +142,17 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 			fmt.Fprintln(stderr, "  (it wrote nothing on standard error)")
 		}
 	}
-	if err := writeJSON(&f.common, stdout, func(w io.Writer) error { return writeFitJSON(w, res, f, args) }); err != nil {
-		return err
-	}
-	if !res.Found {
+	saved := writeOutputs(stdout, stderr, f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
+	switch {
+	case res.Failure != nil:
+		// Whatever fitted before, the search has no answer: a failure
+		// that is not an OOM (an import error, a crash) may well hit
+		// every larger size, and says nothing about memory.
+		return &exitError{code: 1, msg: "fit: the search stopped without an answer: " + res.Stop}
+	case !res.Found:
 		return &exitError{code: 1, msg: "fit: " + res.Stop}
+	case !saved:
+		return &exitError{code: 1}
 	}
 	return nil
 }
@@ -172,10 +182,15 @@ func writeFitTable(w io.Writer, res *job.FitResult, f *fitFlags) {
 		fmt.Fprintf(w, "memory ≈ %s + %s per batch element (R² %.3f over %d sizes); capacity for the job %s\n",
 			units.FormatBytes(uint64(max(0, res.Line.A))), units.FormatBytes(uint64(max(0, res.Line.B))), res.Line.R2, res.Line.N, units.FormatBytes(res.Capacity))
 	}
-	if res.Found {
+	switch {
+	case res.Failure != nil && res.MaxBatch > 0:
+		fmt.Fprintf(w, "search stopped: %s; %d fitted before, larger sizes are unknown\n", res.Stop, res.MaxBatch)
+	case res.Failure != nil:
+		fmt.Fprintf(w, "search stopped: %s\n", res.Stop)
+	case res.Found:
 		fmt.Fprintf(w, "largest batch that fits: %d (%s)\n", res.MaxBatch, res.Stop)
 		fmt.Fprintf(w, "recommended batch:       %d (%.0f%% margin)\n", res.Recommended, 100*f.marginV)
-	} else {
+	default:
 		fmt.Fprintf(w, "no batch size fits: %s\n", res.Stop)
 	}
 	fmt.Fprintf(w, "%d trials in %s\n", res.Ran(), res.Elapsed.Round(100*time.Millisecond))

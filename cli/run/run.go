@@ -6,9 +6,12 @@
 //
 // Output conventions: the job's own standard output and error pass through
 // unchanged; vram's report, notices and progress go to stderr; --json
-// writes to stdout (after the job's own output) or to --json-file. vram run
-// exits with the job's status (128+N when signal N killed it), 127 when the
-// command is not found, 126 when it cannot be executed.
+// writes to stdout (after the job's own output) or to --json-file. Output
+// files are checked before the job starts (output.go); one that still
+// cannot be written at the end goes to a fallback file. vram run exits with
+// the job's status (128+N when signal N killed it), 127 when the command is
+// not found, 126 when it cannot be executed, 2 for bad flags or output
+// paths.
 //
 // Without NVML (no driver, a container without the GPU) both commands
 // still run the job, keep its status and read OOM messages; they say once
@@ -48,6 +51,9 @@ type Env struct {
 	// of the terminal on fd.
 	Foreground func(fd int) bool
 	Subreaper  bool
+	// FallbackDirs are where a result goes, in order, when its file
+	// cannot be written at the end.
+	FallbackDirs func() []string
 }
 
 var env = Env{
@@ -70,10 +76,11 @@ var env = Env{
 		}
 		return p
 	},
-	Notify:     signal.Notify,
-	Stop:       signal.Stop,
-	Foreground: foreground,
-	Subreaper:  true,
+	Notify:       signal.Notify,
+	Stop:         signal.Stop,
+	Foreground:   foreground,
+	Subreaper:    true,
+	FallbackDirs: func() []string { return []string{os.TempDir(), "."} },
 }
 
 // foreground reports whether fd is a terminal whose foreground process
@@ -192,29 +199,16 @@ func startError(err error) error {
 	return &exitError{code: code, msg: err.Error()}
 }
 
-// writeJSON writes v's JSON to stdout and/or the file.
-func writeJSON(c *common, stdout io.Writer, write func(io.Writer) error) error {
+// jsonOutputs are the JSON results the flags ask for.
+func (c *common) jsonOutputs(write func(io.Writer) error) []output {
+	var outs []output
 	if c.json {
-		if err := write(stdout); err != nil {
-			return err
-		}
+		outs = append(outs, output{flag: "--json", what: "the JSON result", write: write})
 	}
 	if c.jsonFile != "" {
-		return writeFile(c.jsonFile, write)
+		outs = append(outs, output{flag: "--json-file", path: c.jsonFile, what: "the JSON result", write: write})
 	}
-	return nil
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Close()
+	return outs
 }
 
 type runFlags struct {
@@ -222,6 +216,23 @@ type runFlags struct {
 	csv, report string
 	limit       string
 	quiet       bool
+}
+
+// outputs are the results the flags ask for; res is nil for the check
+// before the job starts.
+func (f *runFlags) outputs(res *job.Result) []output {
+	var outs []output
+	if res == nil {
+		res = &job.Result{}
+	}
+	outs = append(outs, f.jsonOutputs(res.WriteJSON)...)
+	if f.csv != "" {
+		outs = append(outs, output{flag: "--csv", path: f.csv, what: "the samples", write: res.WriteCSV})
+	}
+	if f.report != "" {
+		outs = append(outs, output{flag: "--report", path: f.report, what: "the HTML report", write: res.WriteHTML})
+	}
+	return outs
 }
 
 // NewCmdRun builds vram run.
@@ -235,8 +246,9 @@ its whole process tree (the command and every descendant) at --interval.
 When it exits, print on stderr: the true peak (value, time, GPU, process), the
 steady state (median floor after warm-up), a sparkline, the leak verdict, the
 out-of-memory verdict with its cause (demand above capacity, fragmentation,
-another process holding memory, or a leak) and the time spent above 90 % of
-the GPU's capacity. vram exits with the job's status (128+N when signal N
+another process holding memory, a leak, or unknown when neither the message
+nor the samples state any size) and the time spent above 90 % of the GPU's
+capacity. vram exits with the job's status (128+N when signal N
 killed it).
 
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to the job
@@ -244,7 +256,11 @@ SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to the job
 
 --limit caps the job's memory on each GPU (a size or a percentage of the GPU):
 a warning at 90 %, SIGTERM to the job's processes at the limit, SIGKILL after
---grace.`,
+--grace.
+
+--json-file, --csv and --report are checked before the job starts: vram does
+not start it when one cannot be written. A file that still cannot be written
+at the end is written to the temporary directory instead, and vram says where.`,
 		Example: `  vram run -- python train.py --batch-size 64
   vram run --json-file run.json --report run.html -- torchrun --nproc-per-node 2 train.py
   vram run --limit 40GiB -- python serve.py
@@ -278,6 +294,9 @@ func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
 		}
 		limit = l
 	}
+	if err := checkOutputs(f.outputs(nil)); err != nil {
+		return cmd.FlagErrorFunc()(cmd, err)
+	}
 	stderr := cmd.ErrOrStderr()
 	s := open(stderr, cmd.InOrStdin())
 	defer s.close()
@@ -293,19 +312,10 @@ func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
 	if !f.quiet {
 		res.WriteText(stderr)
 	}
-	var errs []error
-	errs = append(errs, writeJSON(&f.common, cmd.OutOrStdout(), res.WriteJSON))
-	if f.csv != "" {
-		errs = append(errs, writeFile(f.csv, res.WriteCSV))
-	}
-	if f.report != "" {
-		errs = append(errs, writeFile(f.report, res.WriteHTML))
-	}
-	if err := errors.Join(errs...); err != nil {
-		fmt.Fprintf(stderr, "vram: %v\n", err)
-		if res.ExitCode == 0 {
-			return &exitError{code: 1}
-		}
+	// vram keeps the job's status when a result had to go elsewhere; only
+	// a result lost altogether makes a job that succeeded exit 1.
+	if !writeOutputs(cmd.OutOrStdout(), stderr, f.outputs(res)) && res.ExitCode == 0 {
+		return &exitError{code: 1}
 	}
 	if res.ExitCode != 0 {
 		return &exitError{code: res.ExitCode}

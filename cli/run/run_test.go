@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,5 +248,154 @@ func TestFitCommand(t *testing.T) {
 	stdout, _, code = vram(t, te.env(src, false), append([]string{"fit", "--interval", "10ms", "--max", "8192"}, args[6:]...)...)
 	if code != 0 || !strings.Contains(stdout.String(), "largest batch that fits:") || !strings.Contains(stdout.String(), "outcome") {
 		t.Errorf("exit %d, table:\n%s", code, stdout)
+	}
+}
+
+// A trial that fails for a reason other than OOM ends the search without
+// an answer, even when smaller sizes fitted: vram fit exits 1 and shows the
+// trial's error.
+func TestFitStopsOnNonOOMFailure(t *testing.T) {
+	dir := t.TempDir()
+	te := &testEnv{}
+	t.Setenv("VRAM_FAKEJOB_A", strconv.Itoa(gib))
+	t.Setenv("VRAM_FAKEJOB_B", strconv.Itoa(4*mib))
+	t.Setenv("VRAM_FAKEJOB_CAP", strconv.Itoa(10*gib))
+	t.Setenv("VRAM_FAKEJOB_FAIL_ABOVE", "10")
+	args := fakeArgs(t, dir, []string{"fit", "--interval", "10ms"}, "batch", "{}")
+	stdout, stderr, code := vram(t, te.env(nil, false), args...)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if out := stdout.String(); strings.Contains(out, "largest batch that fits") || !strings.Contains(out, "search stopped: batch 16 failed with exit status 1 and no OOM message; 8 fitted before") {
+		t.Errorf("table:\n%s", out)
+	}
+	for _, want := range []string{"  | ImportError: cannot import name 'Net' from 'model' (batch 16)", "vram: fit: the search stopped without an answer: batch 16 failed"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	stdout, _, code = vram(t, te.env(nil, false), append([]string{"fit", "--json"}, args[1:]...)...)
+	var rep struct {
+		Found       bool `json:"found"`
+		Max         int  `json:"max_batch"`
+		Recommended int  `json:"recommended_batch"`
+		Failure     *struct {
+			Batch int      `json:"batch"`
+			Tail  []string `json:"tail"`
+		} `json:"failure"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if code != 1 || rep.Found || rep.Max != 8 || rep.Recommended != 0 || rep.Failure == nil || rep.Failure.Batch != 16 {
+		t.Errorf("exit %d, JSON %+v", code, rep)
+	}
+}
+
+// Output files are checked before the job starts: a path that cannot be
+// written is a usage error naming the flag and the path, and the job does
+// not run.
+func TestOutputPathsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	te := &testEnv{}
+	marker := filepath.Join(t.TempDir(), "ran.txt")
+	if err := os.WriteFile(marker, []byte("THE JOB RAN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	tests := []struct {
+		cmd, flag, path, want string
+		more                  []string
+	}{
+		{"run", "--csv", "/nonexistent/x.csv", "--csv /nonexistent/x.csv: cannot be written: the directory /nonexistent does not exist", nil},
+		{"run", "--report", "/nonexistent/x.html", "--report /nonexistent/x.html: cannot be written: the directory /nonexistent does not exist", nil},
+		{"run", "--json-file", "/nonexistent/x.json", "--json-file /nonexistent/x.json: cannot be written", nil},
+		{"run", "--csv", out, "--csv " + out + ": cannot be written: it is a directory", nil},
+		{"run", "--csv", filepath.Join(plain, "x.csv"), plain + " is not a directory", nil},
+		{"run", "--csv", filepath.Join(out, "same"), "--csv and --report both name", []string{"--report", filepath.Join(out, "same")}},
+		{"fit", "--json-file", "/nonexistent/fit.json", "--json-file /nonexistent/fit.json: cannot be written", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd+" "+tt.flag+" "+tt.path, func(t *testing.T) {
+			vramArgs := append([]string{tt.cmd, tt.flag, tt.path}, tt.more...)
+			job := []string{"stderr", marker, "0"}
+			if tt.cmd == "fit" {
+				job = []string{"stderr", marker, "{}"}
+			}
+			_, stderr, code := vram(t, te.env(nil, false), fakeArgs(t, dir, vramArgs, job...)...)
+			if code != 2 || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+			if strings.Contains(stderr.String(), "THE JOB RAN") || strings.Contains(stderr.String(), "fit: trial") {
+				t.Errorf("the job ran: %q", stderr)
+			}
+		})
+	}
+	// The check leaves no file behind.
+	p := filepath.Join(out, "new.csv")
+	if _, _, code := vram(t, te.env(nil, false), "run", "--csv", p, "--", "/nonexistent/cmd"); code != 127 {
+		t.Errorf("exit %d", code)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("the check left %s: %v", p, err)
+	}
+}
+
+// When a result cannot be written at the end after all, it goes to a
+// fallback directory, vram says where, and the job's status is kept;
+// only a result lost altogether turns a success into exit 1.
+func TestOutputKeptWhenWriteFails(t *testing.T) {
+	dir := t.TempDir()
+	te := &testEnv{}
+	for _, status := range []int{0, 3} {
+		out := filepath.Join(t.TempDir(), "out")
+		if err := os.Mkdir(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		keep := t.TempDir()
+		e := te.env(jobtest.NewFileSource(dir, 8*gib), false)
+		e.FallbackDirs = func() []string { return []string{filepath.Join(keep, "missing"), keep} }
+		// The job removes the directory its results were to go to.
+		args := fakeArgs(t, dir, []string{"run", "-q", "--interval", "10ms", "--csv", filepath.Join(out, "s.csv"),
+			"--report", filepath.Join(out, "r.html"), "--json-file", filepath.Join(out, "r.json")}, "remove", out, strconv.Itoa(status))
+		_, stderr, code := vram(t, e, args...)
+		if code != status {
+			t.Errorf("exit %d, want the job's %d: %s", code, status, stderr)
+		}
+		for _, k := range []struct{ flag, file, what, head string }{
+			{"--csv", "s.csv", "the samples", "t_s,job_bytes"},
+			{"--report", "r.html", "the HTML report", "<!DOCTYPE html>"},
+			{"--json-file", "r.json", "the JSON result", "{"},
+		} {
+			ext := filepath.Ext(k.file)
+			matches, _ := filepath.Glob(filepath.Join(keep, "vram-"+strings.TrimSuffix(k.file, ext)+"-*"+ext))
+			if len(matches) != 1 {
+				t.Fatalf("%s: %d fallback files in %s", k.flag, len(matches), keep)
+			}
+			b, _ := os.ReadFile(matches[0])
+			if !strings.HasPrefix(string(b), k.head) {
+				t.Errorf("%s: fallback file starts %q", k.flag, b[:min(len(b), 40)])
+			}
+			want := fmt.Sprintf("vram: %s %s: cannot be written: no such file or directory; vram kept %s in %s instead",
+				k.flag, filepath.Join(out, k.file), k.what, matches[0])
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			}
+		}
+	}
+
+	// Nowhere to keep it: a job that succeeded makes vram exit 1.
+	out := filepath.Join(t.TempDir(), "out")
+	os.Mkdir(out, 0o755)
+	e := te.env(nil, false)
+	e.FallbackDirs = func() []string { return []string{"/nonexistent"} }
+	_, stderr, code := vram(t, e, fakeArgs(t, dir, []string{"run", "-q", "--csv", filepath.Join(out, "s.csv")}, "remove", out, "0")...)
+	if code != 1 || !strings.Contains(stderr.String(), "the samples could not be kept anywhere else either") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }

@@ -13,6 +13,7 @@
 //
 //	exit N                   exit with status N
 //	stderr FILE N            copy FILE to standard error, exit N
+//	remove PATH N            remove PATH and all it holds, exit N
 //	mem BYTES MS             hold BYTES for MS milliseconds, exit 0
 //	leak START STEP MS TOTAL hold START, add STEP every MS ms, for TOTAL ms, exit 0
 //	signals                  print "ready", then on SIGINT, SIGTERM, SIGHUP,
@@ -23,7 +24,9 @@
 //	batch N                  hold A+B·N bytes (VRAM_FAKEJOB_A, _B) for 100 ms
 //	                         and exit 0 when that is at most VRAM_FAKEJOB_CAP;
 //	                         otherwise hold up to the capacity, print PyTorch's
-//	                         OOM message with the figures and exit 1
+//	                         OOM message with the figures and exit 1;
+//	                         above VRAM_FAKEJOB_FAIL_ABOVE (when set) it
+//	                         fails otherwise: a Python ImportError, exit 1
 //
 // The batch job also reads N from the variable VRAM_BATCH when no argument
 // is given.
@@ -128,6 +131,13 @@ func run(args []string) int {
 		}
 		io.Copy(os.Stderr, f)
 		return atoi(args[2])
+	case "remove":
+		need(2)
+		if err := os.RemoveAll(args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return atoi(args[2])
 	case "mem":
 		need(2)
 		hold(atou(args[1]))
@@ -207,6 +217,11 @@ func envU(name string) uint64 {
 }
 
 func batch(n int) int {
+	if v := os.Getenv("VRAM_FAKEJOB_FAIL_ABOVE"); v != "" && uint64(n) > envU("VRAM_FAKEJOB_FAIL_ABOVE") {
+		fmt.Fprintf(os.Stderr, "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    from model import Net\n")
+		fmt.Fprintf(os.Stderr, "ImportError: cannot import name 'Net' from 'model' (batch %d)\n", n)
+		return 1
+	}
 	a, b, capacity := envU("VRAM_FAKEJOB_A"), envU("VRAM_FAKEJOB_B"), envU("VRAM_FAKEJOB_CAP")
 	need := a + b*uint64(n)
 	if need <= capacity {
