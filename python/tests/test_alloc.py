@@ -407,5 +407,35 @@ class LibraryNotFoundTest(unittest.TestCase):
         self.assertIn("cannot load " + f.name, r.stdout)
 
 
+class MainTest(unittest.TestCase):
+    """python -m vram."""
+
+    def run_main(self, *args, env=None):
+        return run_python("import runpy, sys; sys.argv[0] = 'vram'; runpy.run_module('vram', run_name='__main__')",
+                          args=args, env=env)
+
+    def test_site_dir_needs_no_library(self):
+        r = self.run_main("site-dir", env={"VRAM_LIBRARY": "/nonexistent/libvram.so"})
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, vram.site_dir()), r.stderr)
+
+    def test_info(self):
+        r = self.run_main()
+        if r.returncode == 1 and "not found" in r.stderr:
+            self.skipTest(r.stderr.strip())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        info = __import__("json").loads(r.stdout)
+        self.assertEqual(info["backend"], "sim")
+        self.assertTrue(info["library"].endswith("libvram.so"))
+
+    def test_errors(self):
+        r = self.run_main("info", env={"VRAM_LIBRARY": "/nonexistent/libvram.so"})
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertTrue(r.stderr.startswith("vram: VRAM_LIBRARY=/nonexistent/libvram.so"), r.stderr)
+        for args in (("bogus",), ("summary", "x"), ("info", "extra")):
+            with self.subTest(args=args):
+                self.assertEqual(self.run_main(*args).returncode, 2)
+
+
 if __name__ == "__main__":
     unittest.main()
