@@ -105,11 +105,45 @@ print(vram.config())
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), "[]")
 
+    def test_marks_the_processes_that_installed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            marker = os.path.join(tmp, "installed")
+            env = {"VRAM_RUN_MARKER": marker, "PYTHONWARNINGS": "ignore"}
+            pids = []
+            for code in ("import os, torch; print(os.getpid())", "import os; print(os.getpid())",
+                         "import os, torch; print(os.getpid())"):
+                r = self.run_job(code, env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                pids.append(r.stdout.strip())
+            with open(marker) as f:
+                self.assertEqual(f.read().split(), [pids[0], pids[2]])
+
+    def test_unwritable_marker_is_reported_not_fatal(self):
+        r = self.run_job("import torch; print('ran')",
+                         env={"VRAM_RUN_MARKER": "/nonexistent/dir/installed", "PYTHONWARNINGS": "ignore"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "ran")
+        self.assertIn("vram: VRAM_RUN_MARKER=/nonexistent/dir/installed", r.stderr)
+
+    def test_failure_may_go_on_when_not_required(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            marker = os.path.join(tmp, "installed")
+            r = self.run_job("import torch\nprint(torch.cuda.memory_stats.__module__)",
+                             env={"FAKE_TORCH_INITIALIZED": "1", "VRAM_REQUIRE_ALLOCATOR": "0",
+                                  "VRAM_RUN_MARKER": marker})
+            self.assertFalse(os.path.exists(marker))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "torch.cuda.memory")
+        self.assertIn("going on with PyTorch's allocator", r.stderr)
+
     def test_failure_stops_the_job(self):
         cases = [
             ({"FAKE_TORCH_INITIALIZED": "1"}, "must run before the first CUDA allocation"),
             ({"VRAM_ALLOC_CONF": "max_bytes:lots"}, "max_bytes"),
             ({"VRAM_DEVICE": "sim"}, "VRAM_DEVICE=sim"),
+            ({"VRAM_LIBRARY": "/nonexistent/libvram.so"}, "VRAM_LIBRARY=/nonexistent/libvram.so: no such file"),
+            ({"FAKE_TORCH_CUDA": ""}, "has no CUDA support"),
+            ({"VRAM_REQUIRE_ALLOCATOR": "1", "FAKE_TORCH_INITIALIZED": "1"}, "before the first CUDA"),
         ]
         for env, text in cases:
             with self.subTest(env=env):

@@ -10,7 +10,11 @@ process that never imports torch is left alone.
 
 If the install fails, the process prints one line starting "vram:" to
 standard error and exits with status 1: the job asked for vram's allocator
-and must not run on PyTorch's instead.
+and must not run on PyTorch's instead. With VRAM_REQUIRE_ALLOCATOR=0 it
+prints the line and goes on, on PyTorch's allocator.
+
+Once installed, it appends the process id to the file $VRAM_RUN_MARKER
+names, if set: that is how `vram run` learns that the job runs on vram.
 
 Then the next sitecustomize on sys.path, if any, runs as it would have
 without this one.
@@ -26,11 +30,32 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(_HERE))  # the folder that hol
 _MARK = b"# vram-site:"
 
 
-def _fail(msg):
+def _say(msg):
     sys.stderr.write(msg if msg.startswith("vram:") else "vram: " + msg)
     sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def _fail(msg):
+    if os.environ.get("VRAM_REQUIRE_ALLOCATOR", "1") == "0":
+        _say(msg + " (VRAM_REQUIRE_ALLOCATOR=0: going on with PyTorch's allocator)")
+        return
+    _say(msg)
     raise SystemExit(1)
+
+
+def _mark():
+    path = os.environ.get("VRAM_RUN_MARKER")
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"%d\n" % os.getpid())
+        finally:
+            os.close(fd)
+    except OSError as e:
+        _say("VRAM_RUN_MARKER=%s: %s (vram run will not know this process uses vram)" % (path, e))
 
 
 def _install():
@@ -40,11 +65,14 @@ def _install():
         import vram
         import vram.torch
     except ImportError as e:
-        _fail("--allocator vram: %s" % e)
+        return _fail("--allocator vram: %s" % e)
     try:
         vram.torch.install(os.environ.get("VRAM_ALLOC_CONF") or None)
     except vram.Error as e:
-        _fail(str(e))
+        return _fail(str(e))
+    except Exception as e:  # PyTorch's own failure, e.g. loading the library
+        return _fail("vram.torch.install: %s: %s" % (type(e).__name__, e))
+    _mark()
 
 
 class _AfterTorch:
