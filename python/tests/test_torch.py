@@ -304,6 +304,28 @@ print([str(x.message) for x in w if "PYTORCH_CUDA_ALLOC_CONF" in str(x.message)]
 """, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
         self.assertIn("applies to PyTorch's own allocator, not vram's", r.stdout)
 
+    def test_out_of_memory(self):
+        r = self.check("""
+oom = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 ... vram: ...")
+other = RuntimeError("CUDA error: an illegal memory access was encountered")
+print(vram.torch.is_out_of_memory(oom), vram.torch.is_out_of_memory(other),
+      vram.torch.is_out_of_memory(torch.cuda.OutOfMemoryError("x")), vram.torch.is_out_of_memory(ValueError()))
+try:
+    with vram.torch.raise_out_of_memory_as_torch():
+        raise oom
+except torch.cuda.OutOfMemoryError as e:
+    print(type(e).__name__, str(e) == str(oom), e.__cause__ is oom)
+for exc in (other, ValueError("v")):
+    try:
+        with vram.torch.raise_out_of_memory_as_torch():
+            raise exc
+    except Exception as e:
+        print(e is exc)
+with vram.torch.raise_out_of_memory_as_torch():
+    pass
+""")
+        self.assertEqual(r.stdout.splitlines(), ["True False True False", "OutOfMemoryError True True", "True", "True"])
+
     def test_record_memory_history_warns_when_tracing_is_off(self):
         r = self.check("""
 vram.torch.install()

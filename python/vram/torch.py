@@ -28,7 +28,8 @@ import vram
 from vram import _lib
 
 __all__ = [
-    "install", "installed", "LimitationWarning", "device_index",
+    "install", "installed", "LimitationWarning", "device_index", "is_out_of_memory",
+    "raise_out_of_memory_as_torch",
     "patched_names",
     "memory_stats", "memory_stats_as_nested_dict", "memory_allocated", "memory_reserved",
     "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats",
@@ -175,6 +176,39 @@ def install(conf=None):
                              "; ".join(_HOOK_EFFECT[m] for m in missing)),
                           LimitationWarning, stacklevel=2)
         warnings.warn(LIMITS, LimitationWarning, stacklevel=2)
+
+
+# ---- out of memory ----
+
+OOM_PREFIX = "CUDA out of memory."
+
+
+def is_out_of_memory(exc):
+    """Whether exc is an out-of-memory error: PyTorch's own
+    (torch.OutOfMemoryError), or the RuntimeError that a failed allocation
+    through vram raises (its message starts "CUDA out of memory.")."""
+    torch_oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    if torch_oom is not None and isinstance(exc, torch_oom):
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).startswith(OOM_PREFIX)
+
+
+class raise_out_of_memory_as_torch:
+    """Re-raises vram's out-of-memory RuntimeError as torch.OutOfMemoryError,
+    for code that catches that class:
+
+        with vram.torch.raise_out_of_memory_as_torch():
+            loss = model(batch).sum()
+    """
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        torch_oom = getattr(torch.cuda, "OutOfMemoryError", None)
+        if exc is None or torch_oom is None or isinstance(exc, torch_oom) or not is_out_of_memory(exc):
+            return False
+        raise torch_oom(str(exc)) from exc
 
 
 # ---- devices ----

@@ -8,6 +8,12 @@ from . import graphs, memory  # noqa: F401
 from .graphs import CUDAGraph, graph  # noqa: F401
 from .memory import *  # noqa: F401,F403
 
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
 _initialized = os.environ.get("FAKE_TORCH_INITIALIZED") == "1"
 _current = 0
 
