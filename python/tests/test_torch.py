@@ -10,7 +10,6 @@ install() refuses the simulated device; nothing here allocates, so no GPU
 is needed.
 """
 
-import json
 import os
 import unittest
 
