@@ -218,16 +218,18 @@ vram.torch.install("max_bytes:1GiB")
 n = len(torch.calls)
 vram.torch.install("max_bytes:1GiB")
 vram.torch.install()
+print(vram.config())
+vram.torch.install("max_bytes:2GiB")   # nothing allocated yet: the settings still change
+print(vram.config())
 assert len(torch.calls) == n, torch.calls[n:]
 try:
-    vram.torch.install("max_bytes:2GiB")
+    vram.torch.install("max_bytes:lots")
 except vram.Error as e:
     print(e)
-print(vram.config())
 """)
         lines = r.stdout.splitlines()
-        self.assertIn("already installed with settings 'max_bytes:1GiB'", lines[0])
-        self.assertEqual(lines[1], "max_bytes:1073741824")
+        self.assertEqual(lines[:2], ["max_bytes:1073741824", "max_bytes:2147483648"])
+        self.assertIn("max_bytes", lines[2])
 
     def test_bad_settings_stop_install(self):
         r = self.check("""

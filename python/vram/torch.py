@@ -10,7 +10,7 @@ torch.cuda.memory.CUDAPluggableAllocator and points torch.cuda's statistics,
 summary, snapshot and empty_cache functions at vram, since PyTorch cannot
 ask a pluggable allocator for them. What a pluggable allocator cannot do
 (CUDA graphs, CUDA IPC, torch.cuda.MemPool, cuDNN's cacheInfo) is in
-docs/torch.md, "Limits".
+docs/python.md, "Limits".
 """
 
 try:
@@ -51,7 +51,7 @@ _HOOKS = (
 )
 
 _HOOK_EFFECT = {
-    "set_init_fn": "libvram is told the device count only at its first allocation",
+    "set_init_fn": "nothing (libvram makes its allocators on first use)",
     "set_reset_fn": "only vram's own empty_cache releases cached memory",
     "set_memory_fraction_fn": "torch.cuda.set_per_process_memory_fraction has no effect "
                               "(use vram.set_memory_fraction)",
@@ -65,7 +65,7 @@ LIMITS = (
     "make_graphed_callables, torch.compile(mode=\"reduce-overhead\")) raises vram.Error; "
     "sharing CUDA tensors between processes (CUDA IPC, torch.multiprocessing) and "
     "torch.cuda.MemPool are not supported; cuDNN's query of the largest free block "
-    "(torch.backends.cudnn.benchmark) raises in PyTorch. See docs/torch.md, \"Limits\".")
+    "(torch.backends.cudnn.benchmark) raises in PyTorch. See docs/python.md, \"Limits\".")
 
 NO_GRAPHS = (
     "vram: CUDA graph capture is not supported on vram's allocator: PyTorch gives a "
@@ -80,7 +80,6 @@ class LimitationWarning(UserWarning):
 
 _lock = threading.RLock()
 _installed = False
-_installed_conf = None
 _allocator = None
 _originals = {}  # (owner, name) -> the attribute before install
 _history_warned = False
@@ -130,17 +129,18 @@ def install(conf=None):
     applied with vram.configure; None keeps $VRAM_ALLOC_CONF. Snapshots hold
     allocation history only with trace_events set (e.g. "trace_events:100000").
 
-    Calling it again with the same conf (or None) does nothing. Raises
-    vram.Error when CUDA is already initialized, when this PyTorch has no
-    CUDA, and on VRAM_DEVICE=sim (simulated memory cannot hold tensors).
+    Calling it again does nothing but apply conf, if given, with
+    vram.configure: the same settings are accepted, others only until the
+    first allocation. Raises vram.Error when CUDA is already initialized,
+    when this PyTorch has no CUDA, and on VRAM_DEVICE=sim (simulated memory
+    cannot hold tensors).
     """
-    global _installed, _installed_conf, _allocator
+    global _installed, _allocator
     with _lock:
         if _installed:
-            if conf is None or conf == _installed_conf:
-                return
-            raise vram.Error("vram.torch.install: already installed with settings %r; they cannot "
-                             "change to %r in this process" % (_installed_conf or "", conf))
+            if conf is not None:
+                vram.configure(conf)
+            return
         _check_torch()
         if torch.cuda.is_initialized():
             raise vram.Error(TOO_LATE % _held_by_pytorch())
@@ -168,7 +168,7 @@ def install(conf=None):
         except RuntimeError as e:
             raise vram.Error((TOO_LATE % "") + " (PyTorch: %s)" % e) from None
         _allocator = alloc
-        _installed, _installed_conf = True, conf
+        _installed = True
         _patch()
         if missing:
             warnings.warn("vram.torch: this PyTorch (%s) has no %s on its pluggable allocator: %s"
