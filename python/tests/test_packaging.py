@@ -85,7 +85,8 @@ class PipInstallTest(unittest.TestCase):
                                universal_newlines=True, timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout)
             env = dict(os.environ, VRAM_DEVICE="sim")
-            env.pop("VRAM_LIBRARY", None)
+            if HAVE_LIBRARY:  # the installed copy must find its own
+                env.pop("VRAM_LIBRARY", None)
             env.pop("PYTHONPATH", None)
             r = subprocess.run([py, "-c", "import vram; vram.free(vram.malloc(1000)); "
                                 "print(vram.__file__); print(vram.library_path())"],
@@ -94,7 +95,8 @@ class PipInstallTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout)
             lines = r.stdout.splitlines()
             self.assertTrue(lines[0].startswith(venv), lines)
-            self.assertEqual(lines[1], os.path.join(os.path.dirname(lines[0]), "libvram.so"))
+            if HAVE_LIBRARY:
+                self.assertEqual(lines[1], os.path.join(os.path.dirname(lines[0]), "libvram.so"))
 
 
 if __name__ == "__main__":
