@@ -60,6 +60,11 @@ type Spec struct {
 	// Limit caps the tree's memory on each GPU: a warning at 90 %,
 	// SIGTERM to the tree at the limit, SIGKILL after Grace.
 	Limit Limit
+	// LimitHeadroom, when set, is asked at each check for bytes per GPU
+	// the tree may hold beyond Limit before it is ended: the CUDA context
+	// of processes whose allocator enforces Limit itself (vram run
+	// --allocator vram).
+	LimitHeadroom func() uint64
 	// Timeout ends the job the same way after this long; 0 never.
 	Timeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL; default DefaultGrace.
@@ -527,8 +532,12 @@ func (s *supervisor) checkLimit() bool {
 		return false
 	}
 	smp := s.res.Samples[len(s.res.Samples)-1]
+	var headroom uint64
+	if s.spec.LimitHeadroom != nil {
+		headroom = s.spec.LimitHeadroom()
+	}
 	for i, d := range s.res.Devices {
-		capB := s.spec.Limit.On(d)
+		capB := s.spec.Limit.On(d) + headroom
 		b := smp.JobDev[i]
 		if b >= capB {
 			l.Hit, l.At, l.Device, l.Bytes, l.Cap = true, smp.T, i, b, capB

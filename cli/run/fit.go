@@ -49,10 +49,13 @@ that fitted to jump to the predicted maximum and to skip sizes that certainly
 do not fit; the answer itself always ran. The recommended size leaves --margin.
 
 The trial command should do a few full training steps at the given batch size
-and exit.`,
+and exit. --allocator vram (and --alloc-conf, --libvram) runs every trial on
+vram's allocator, as vram run does; a cap in --alloc-conf (max_bytes:16GiB)
+is then enforced inside each trial.`,
 		Example: `  vram fit -- python train.py --steps 3 --batch-size {}
   vram fit --max 4096 --trial-timeout 2m -- python train.py --batch-size={}
-  vram fit --env BATCH_SIZE --json -- ./bench.sh`,
+  vram fit --env BATCH_SIZE --json -- ./bench.sh
+  vram fit --allocator vram --alloc-conf page_mapped:true,max_bytes:16GiB -- python train.py --batch-size {}`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.FlagErrorFunc()(cmd, errors.New("fit: name the command to run (vram fit -- CMD ARGS... {})"))
@@ -105,6 +108,11 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 	s := open(stderr, cmd.InOrStdin())
 	defer s.close()
 	trial := s.spec(&f.common, cmd, nil)
+	cleanup, err := f.useAllocator(cmd, &trial, job.Limit{})
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	trial.Timeout, trial.Warn = f.trialTimeout, io.Discard
 	trial.Stdin = nil
 	if !f.showOutput {

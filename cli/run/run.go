@@ -36,6 +36,7 @@ import (
 
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/job"
+	"github.com/vramhq/vram/python"
 )
 
 // Env is what the commands take from the outside world; tests replace it.
@@ -107,10 +108,11 @@ func (e *exitError) ExitCode() int { return e.code }
 
 // common are the flags run and fit share.
 type common struct {
-	interval time.Duration
-	grace    time.Duration
-	json     bool
-	jsonFile string
+	interval  time.Duration
+	grace     time.Duration
+	json      bool
+	jsonFile  string
+	allocator allocatorFlags
 }
 
 func (c *common) register(cmd *cobra.Command) {
@@ -119,6 +121,7 @@ func (c *common) register(cmd *cobra.Command) {
 	fl.DurationVar(&c.grace, "grace", job.DefaultGrace, "time between SIGTERM and SIGKILL when vram ends a job")
 	fl.BoolVar(&c.json, "json", false, "write the result as JSON to stdout (after the job's own output)")
 	fl.StringVar(&c.jsonFile, "json-file", "", "write the result as JSON to `FILE`")
+	c.allocator.register(fl)
 	fl.SetInterspersed(false)
 }
 
@@ -129,7 +132,39 @@ func (c *common) check(cmd *cobra.Command) error {
 	if c.grace <= 0 {
 		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--grace %v: must be positive", c.grace))
 	}
+	if err := c.allocator.check(); err != nil {
+		return cmd.FlagErrorFunc()(cmd, err)
+	}
 	return nil
+}
+
+// useAllocator prepares --allocator vram for jobs run from spec: their
+// environment, and the limit's headroom once a process installed it. The
+// returned cleanup removes what it wrote; an error means the job must not
+// start (exit 2: the library is missing).
+func (c *common) useAllocator(cmd *cobra.Command, spec *job.Spec, limit job.Limit) (func(), error) {
+	if !c.allocator.vram() {
+		return func() {}, nil
+	}
+	lib, err := c.allocator.findLibrary(os.Executable)
+	if err != nil {
+		return nil, cmd.FlagErrorFunc()(cmd, err)
+	}
+	conf, err := allocatorConf(c.allocator.conf, limit)
+	if err != nil {
+		return nil, cmd.FlagErrorFunc()(cmd, err)
+	}
+	base := spec.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	setup, err := prepareAllocator(python.Package, lib, conf, base)
+	if err != nil {
+		return nil, &exitError{code: 1, msg: err.Error()}
+	}
+	spec.Env = setup.env
+	spec.LimitHeadroom = setup.headroom
+	return setup.cleanup, nil
 }
 
 // session is what a command sets up around the job: the memory source and
@@ -260,8 +295,18 @@ a warning at 90 %, SIGTERM to the job's processes at the limit, SIGKILL after
 
 --json-file, --csv and --report are checked before the job starts: vram does
 not start it when one cannot be written. A file that still cannot be written
-at the end is written to the temporary directory instead, and vram says where.`,
+at the end is written to the temporary directory instead, and vram says where.
+
+--allocator vram puts vram's caching allocator under the job's PyTorch, with
+no change to the script (a sitecustomize module installs it right after the
+job imports torch; libvram.so from --libvram, $VRAM_LIBRARY or beside the vram
+binary; settings from --alloc-conf). --limit then also becomes the allocator's
+own cap: the job gets PyTorch's out-of-memory error at the limit and can catch
+it. Processes on the allocator are ended only beyond the limit plus 1 GiB for
+their CUDA context; a job that never installs it is ended at the limit, as
+without --allocator. See docs/torch.md.`,
 		Example: `  vram run -- python train.py --batch-size 64
+  vram run --allocator vram --alloc-conf page_mapped:true --limit 16GiB -- python train.py
   vram run --json-file run.json --report run.html -- torchrun --nproc-per-node 2 train.py
   vram run --limit 40GiB -- python serve.py
   vram run --limit 50% --grace 30s -- ./job.sh`,
@@ -305,6 +350,11 @@ func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
 	}
 	spec := s.spec(&f.common, cmd, args)
 	spec.Limit = limit
+	cleanup, err := f.useAllocator(cmd, &spec, limit)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	res, err := job.Run(context.Background(), spec)
 	if err != nil {
 		return startError(err)

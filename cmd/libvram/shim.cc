@@ -31,9 +31,9 @@ thread_local char *last_error = nullptr;
 thread_local int last_oom = 0;
 
 const char kForked[] =
-    "vram: this process was forked from one that uses vram's allocator; CUDA "
-    "memory cannot be allocated in a forked child (use the 'spawn' start "
-    "method, as CUDA itself requires)";
+    "vram: this process was forked from one that uses vram's allocator, which "
+    "cannot be used in a forked child (nor can CUDA): use the 'spawn' start "
+    "method for processes that use the GPU";
 
 void set_error_copy(const char *msg, int oom) {
   free(last_error);

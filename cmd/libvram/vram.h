@@ -39,7 +39,9 @@ void *vram_malloc(size_t size, int device, void *stream);
  * only after their work recorded so far has completed. Never throws. */
 void vram_free(void *ptr, size_t size, int device, void *stream);
 /* Hooks: set_init_fn, set_reset_fn (torch.cuda.empty_cache), set_memory_fraction_fn
- * (torch.cuda.set_per_process_memory_fraction), set_record_stream_fn. */
+ * (torch.cuda.set_per_process_memory_fraction), set_record_stream_fn.
+ * vram_set_memory_fraction and vram_record_stream throw std::runtime_error on
+ * a bad fraction or an unknown pointer, as vram_malloc does. */
 void vram_init(int device_count);
 void vram_reset(void);
 void vram_set_memory_fraction(double fraction, int device);
@@ -63,7 +65,8 @@ int vram_try_record_stream(void *ptr, int device, void *stream);
 
 /* Settings, in VRAM_ALLOC_CONF syntax ("page_mapped:true,max_bytes:40GiB").
  * vram_configure replaces the settings for allocators not yet created; it
- * fails (-1) on a bad string, and once any device has allocated. */
+ * fails (-1) on a bad string, and once any device has allocated (unless the
+ * string gives the settings already in force). */
 int vram_configure(const char *conf);
 /* The settings in force (VRAM_ALLOC_CONF syntax). */
 char *vram_config(void);
