@@ -537,15 +537,20 @@ func (s *supervisor) checkLimit() bool {
 		headroom = s.spec.LimitHeadroom()
 	}
 	for i, d := range s.res.Devices {
-		capB := s.spec.Limit.On(d) + headroom
+		capB := s.spec.Limit.On(d)
+		end := capB + headroom
 		b := smp.JobDev[i]
-		if b >= capB {
+		if b >= end {
 			l.Hit, l.At, l.Device, l.Bytes, l.Cap = true, smp.T, i, b, capB
-			fmt.Fprintf(s.spec.Warn, "vram: the job holds %s on GPU %d, its limit is %s: ending it\n",
-				units.FormatBytes(b), d.Index, units.FormatBytes(capB))
+			extra := ""
+			if headroom > 0 {
+				extra = fmt.Sprintf(" (and %s for the CUDA context)", units.FormatBytes(headroom))
+			}
+			fmt.Fprintf(s.spec.Warn, "vram: the job holds %s on GPU %d, its limit is %s%s: ending it\n",
+				units.FormatBytes(b), d.Index, units.FormatBytes(capB), extra)
 			return true
 		}
-		if !l.Warned && float64(b) >= 0.9*float64(capB) {
+		if !l.Warned && float64(b) >= 0.9*float64(end) {
 			l.Warned = true
 			fmt.Fprintf(s.spec.Warn, "vram: warning: the job holds %s on GPU %d, %.0f%% of its %s limit\n",
 				units.FormatBytes(b), d.Index, 100*float64(b)/float64(capB), units.FormatBytes(capB))

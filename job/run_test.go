@@ -247,6 +247,32 @@ func TestLimitWarnsThenTerminates(t *testing.T) {
 	}
 }
 
+// TestLimitHeadroom: a job whose allocator enforces the limit itself may
+// hold its CUDA context beyond it; past both it is ended.
+func TestLimitHeadroom(t *testing.T) {
+	f := newFake(t, 80*gib)
+	spec := f.spec("stubborn", itoa(600*mib))
+	spec.Limit, spec.Grace = job.Limit{Bytes: 500 * mib}, 100*time.Millisecond
+	spec.LimitHeadroom = func() uint64 { return 200 * mib }
+	spec.Timeout = 1500 * time.Millisecond
+	res := run(t, spec)
+	if res.Limit.Hit || !res.TimedOut {
+		t.Fatalf("600 MiB under a 500 MiB limit with 200 MiB of headroom: limit %+v, timed out %v", res.Limit, res.TimedOut)
+	}
+
+	var warn syncBuffer
+	spec = f.spec("stubborn", itoa(800*mib))
+	spec.Limit, spec.Grace, spec.Warn = job.Limit{Bytes: 500 * mib}, 100*time.Millisecond, &warn
+	spec.LimitHeadroom = func() uint64 { return 200 * mib }
+	res = run(t, spec)
+	if !res.Limit.Hit || res.Limit.Cap != 500*mib {
+		t.Fatalf("800 MiB: limit %+v", res.Limit)
+	}
+	if !strings.Contains(warn.String(), "for the CUDA context") {
+		t.Errorf("notice does not name the headroom: %q", warn.String())
+	}
+}
+
 func TestTimeout(t *testing.T) {
 	f := newFake(t, 80*gib)
 	spec := f.spec("stubborn", "1")
