@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Allocators inside real PyTorch work, in one call on the GPU machine (one
+# H200): every workload of train_bench.py under every allocator, each run a
+# fresh process alone on the GPU; then vram fit (the largest batch under a
+# cap) for default, expandable and vram_paged on two workloads; then a check
+# that no process still holds device memory, and the summary.
+#
+#   scripts/gpu/train_bench.sh        needs python3 with torch, transformers,
+#                                     torchvision, peft; the vram package on
+#                                     PYTHONPATH (python/ of the checkout is
+#                                     added when PYTHONPATH is unset); vram fit
+#                                     needs .gpu/vram (go build -o .gpu/vram
+#                                     ./cmd/vram here)
+#
+# Results in $OUT (default /tmp/vram-train): train.jsonl (one line per run),
+# train.log (everything), runs/ (each run's output), fit/ (vram fit's JSON and table per workload and
+# allocator, the trials' own lines in *.trials.jsonl, meta.jsonl), env.txt,
+# leftover.txt, percall.jsonl (PERCALL=1) and summary.md.
+#
+# Time on an H200 (estimates; the log prints the elapsed time of each part):
+#   start-up of a run: ~6-10 s (import torch and transformers, CUDA, model)
+#   gpt2        60 steps (10 warm-up), ~40-60 ms each:     ~12 s a run, ~50 s for 4
+#   kvgen       20 generate calls (3 warm-up), ~1-2 s each: ~30-50 s a run, ~170 s for 4
+#   llama_lora  60 steps, ~100-150 ms each:                ~18 s a run,  ~75 s for 4
+#   resnet      60 steps, ~50-80 ms each:                  ~11 s a run,  ~45 s for 4
+#   vram fit    ~8 trials of ~8 s (resnet) or ~15 s (kvgen) per search, the
+#               six searches side by side (each capped, 6 x 16 GiB):  ~150 s
+#   percall     (PERCALL=1, off by default) ~10-15 s per allocator:    ~80 s
+# About 6.5 minutes in all; DEADLINE_S (default 520) bounds it: runs that
+# would start after MAIN_BUDGET_S (330) are skipped and listed, and the fit
+# searches are ended (each prints the table so far) at the deadline.
+#
+# Subsets and knobs (environment):
+#   WORKLOADS="gpt2 kvgen llama_lora resnet"   ALLOCATORS="default expandable vram vram_paged"
+#   STEPS / WARMUP       total and warm-up steps of the training workloads (60 / 10)
+#   KV_STEPS / KV_WARMUP the same for kvgen (20 / 3)
+#   MAX_SECONDS          bound on the timed steps of one run (45; the line says truncated)
+#   FIT=0|1 (1)          FIT_WORKLOADS="kvgen resnet"  FIT_ALLOCATORS="default expandable vram_paged"
+#   FIT_CAP_GIB (16)     cap of every fit workload; FIT_CAP_GPT2 (48), FIT_CAP_LLAMA (24)
+#                        for those two (whole GiB); FIT_MEM_GIB (112): the searches
+#                        running at once hold at most this much under their caps
+#   FIT_VIA=fit|job      vram_paged in fit: through vram fit --allocator vram
+#                        --alloc-conf page_mapped:true,max_bytes:CAP (fit; the default
+#                        when vram fit has --alloc-conf) or installed by train_bench.py
+#                        itself (job)
+#   PERCALL=0|1 (0)      also torch_percall.py per allocator, and CuPy default / vram
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/vram-train}
+PY=${PY:-python3}
+VRAM=${VRAM:-./.gpu/vram}
+WORKLOADS=${WORKLOADS:-gpt2 kvgen llama_lora resnet}
+ALLOCATORS=${ALLOCATORS:-default expandable vram vram_paged}
+STEPS=${STEPS:-60}
+WARMUP=${WARMUP:-10}
+KV_STEPS=${KV_STEPS:-20}
+KV_WARMUP=${KV_WARMUP:-3}
+MAX_SECONDS=${MAX_SECONDS:-45}
+RUN_TIMEOUT=${RUN_TIMEOUT:-150}
+FIT=${FIT:-1}
+FIT_WORKLOADS=${FIT_WORKLOADS:-kvgen resnet}
+FIT_ALLOCATORS=${FIT_ALLOCATORS:-default expandable vram_paged}
+FIT_MEM_GIB=${FIT_MEM_GIB:-112}
+FIT_TRIAL_TIMEOUT=${FIT_TRIAL_TIMEOUT:-240}
+PERCALL=${PERCALL:-0}
+DEADLINE_S=${DEADLINE_S:-520}
+MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
+B=scripts/gpu/train_bench.py
+S=scripts/gpu/train_summary.py
+F=$OUT/fit
+if [ -z "${PYTHONPATH:-}" ] && [ -d python/vram ]; then export PYTHONPATH=$PWD/python; fi
+rm -rf "$F" "$OUT/runs"
+mkdir -p "$OUT/runs" "$F"
+: > "$OUT/train.jsonl"
+[ "$PERCALL" = 1 ] && : > "$OUT/percall.jsonl"
+exec > >(tee -a "$OUT/train.log") 2>&1
+t0=$(date +%s)
+el() { echo $(( $(date +%s) - t0 )); }
+part() { echo "== $* at $(el) s"; }
+
+part "start $(date -u +%FT%TZ) $(hostname) $(nproc) cores"
+{
+	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1
+	$PY -c 'import importlib.metadata as m, sys, torch
+def v(p):
+    try: return m.version(p)
+    except Exception: return "-"
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
+      "transformers", v("transformers"), "torchvision", v("torchvision"), "peft", v("peft"), "cupy", v("cupy-cuda13x"), v("cupy"))' 2>&1
+	echo "PYTHONPATH=${PYTHONPATH:-}"
+} | tee "$OUT/env.txt"
+
+# bench WORKLOAD ALLOCATOR ARGS...: one run; its JSON line goes to train.jsonl
+# (a line saying why is written when the run left none).
+bench() {
+	local w=$1 a=$2; shift 2
+	local before after rc t1=$(date +%s)
+	before=$(wc -l < "$OUT/train.jsonl")
+	timeout -k 10 "$RUN_TIMEOUT" $PY $B --workload "$w" --allocator "$a" --json "$OUT/train.jsonl" "$@" > "$OUT/runs/$w.$a.log" 2>&1
+	rc=$?
+	grep -v '^{' "$OUT/runs/$w.$a.log" | tail -n 8
+	after=$(wc -l < "$OUT/train.jsonl")
+	if [ "$after" -eq "$before" ]; then
+		printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "exit status %s without a result line (124: over %s s)"}\n' \
+			"$w" "$a" "$rc" "$RUN_TIMEOUT" >> "$OUT/train.jsonl"
+	fi
+	echo "-- $w $a: exit $rc in $(( $(date +%s) - t1 )) s: $(tail -n 1 "$OUT/train.jsonl" | cut -c1-400)"
+}
+
+part "runs: workloads [$WORKLOADS], allocators [$ALLOCATORS]"
+for w in $WORKLOADS; do
+	tw=$(date +%s)
+	if [ "$w" = kvgen ]; then steps=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else steps=(--steps "$STEPS" --warmup "$WARMUP"); fi
+	for a in $ALLOCATORS; do
+		if [ "$(el)" -ge "$MAIN_BUDGET_S" ]; then
+			echo "-- $w $a: skipped, $(el) s past the budget of $MAIN_BUDGET_S s for the runs"
+			printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "skipped: the time budget was spent"}\n' "$w" "$a" >> "$OUT/train.jsonl"
+			continue
+		fi
+		bench "$w" "$a" "${steps[@]}" --max-seconds "$MAX_SECONDS"
+	done
+	part "workload $w done in $(( $(date +%s) - tw )) s"
+done
+
+if [ "$PERCALL" = 1 ]; then
+	part "per-call cost from Python"
+	for a in $ALLOCATORS; do
+		timeout 90 $PY scripts/gpu/torch_percall.py --allocator "$a" --json "$OUT/percall.jsonl" 2>&1 | tail -n 5
+	done
+	for a in default vram; do
+		timeout 90 $PY scripts/gpu/torch_percall.py --framework cupy --allocator "$a" --json "$OUT/percall.jsonl" 2>&1 | tail -n 5
+	done
+fi
+
+fit_cap() {
+	case $1 in
+	gpt2) echo "${FIT_CAP_GPT2:-48}" ;;
+	llama_lora) echo "${FIT_CAP_LLAMA:-24}" ;;
+	*) echo "${FIT_CAP_GIB:-16}" ;;
+	esac
+}
+
+# search TAG WORKLOAD ALLOCATOR CAP MIN MAX: one vram fit.
+search() {
+	local tag=$1 w=$2 a=$3 cap=$4 lo=$5 hi=$6 left
+	local steps=(--steps 3 --warmup 1) flags=() ja=$a capargs=(--cap-gib "$cap")
+	[ "$w" = kvgen ] && steps=(--steps 2 --warmup 1)
+	if [ "$a" = vram_paged ] && [ "$FIT_VIA" = fit ]; then
+		flags=(--allocator vram --alloc-conf "page_mapped:true,max_bytes:${cap}GiB")
+		ja=preinstalled capargs=()
+	fi
+	left=$(( DEADLINE_S - $(el) ))
+	[ "$left" -lt 20 ] && { echo "-- $tag: not started, no time left"; return; }
+	printf '{"workload": "%s", "allocator": "%s", "tag": "%s", "cap_gib": %s, "min": %s, "max": %s, "via": "%s"}\n' \
+		"$w" "$a" "$tag" "$cap" "$lo" "$hi" "$([ ${#flags[@]} -gt 0 ] && echo fit || echo job)" >> "$F/meta.jsonl"
+	timeout -k 15 "$left" "$VRAM" fit --min "$lo" --max "$hi" --tolerance 1% --trial-timeout "${FIT_TRIAL_TIMEOUT}s" \
+		--json-file "$F/$tag.json" "${flags[@]}" -- \
+		$PY $B --workload "$w" --allocator "$ja" "${capargs[@]}" "${steps[@]}" --json "$F/$tag.trials.jsonl" --batch '{}' \
+		> "$F/$tag.txt" 2> "$F/$tag.log"
+	echo "-- $tag: vram fit exit $? at $(el) s: $(grep -E '^(largest batch|no batch size)' "$F/$tag.txt" | tr '\n' ' ')"
+}
+
+# fit_job WORKLOAD ALLOCATOR: a search over the range the runs suggest, and
+# a second one when the answer lies at an end of that range.
+fit_job() {
+	local w=$1 a=$2 cap lo hi r
+	cap=$(fit_cap "$w")
+	read -r lo hi < <($PY $S --fit-range "$OUT/train.jsonl" "$w" "$a" "$cap")
+	search "fit-$w-$a" "$w" "$a" "$cap" "$lo" "$hi"
+	r=$($PY $S --fit-retry "$F/fit-$w-$a.json")
+	if [ -n "$r" ]; then
+		read -r lo hi <<< "$r"
+		search "fit-$w-$a.retry" "$w" "$a" "$cap" "$lo" "$hi"
+	fi
+}
+
+if [ "$FIT" = 1 ]; then
+	part "vram fit: workloads [$FIT_WORKLOADS], allocators [$FIT_ALLOCATORS]"
+	if [ ! -x "$VRAM" ]; then
+		echo "-- no $VRAM: build it with go build -o .gpu/vram ./cmd/vram; fit skipped"
+	else
+		if [ -z "${FIT_VIA:-}" ]; then
+			if "$VRAM" fit --help 2>&1 | grep -q -- '--alloc-conf'; then FIT_VIA=fit; else FIT_VIA=job; fi
+		fi
+		echo "-- vram_paged in fit: via $FIT_VIA"
+		declare -A held=()
+		for w in $FIT_WORKLOADS; do
+			for a in $FIT_ALLOCATORS; do
+				cap=$(fit_cap "$w")
+				while :; do # wait until the running searches leave room under FIT_MEM_GIB
+					used=0
+					for p in "${!held[@]}"; do
+						if kill -0 "$p" 2>/dev/null; then used=$(( used + held[$p] )); else unset "held[$p]"; fi
+					done
+					[ $(( used + cap )) -le "$FIT_MEM_GIB" ] || [ "$used" -eq 0 ] && break
+					sleep 2
+				done
+				echo "-- fit $w $a (cap $cap GiB) starts at $(el) s"
+				fit_job "$w" "$a" &
+				held[$!]=$cap
+			done
+		done
+		for p in "${!held[@]}"; do wait "$p"; done
+		for f in "$F"/fit-*.txt; do [ -e "$f" ] && { echo "--- $(basename "$f" .txt)"; cat "$f"; }; done
+	fi
+	part "fit done"
+fi
+
+part "device memory left"
+sleep 2
+{
+	echo "compute apps (pid, name, used memory):"
+	nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1
+	echo "memory.used: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>&1)"
+} | tee "$OUT/leftover.txt"
+if [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null)" ]; then
+	echo "no process holds device memory"
+else
+	echo "WARNING: processes still hold device memory"
+fi
+
+part "summary"
+$PY $S "$OUT" > "$OUT/summary.md"
+cat "$OUT/summary.md"
+part "done"

@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Summarise scripts/gpu/train_bench.sh: a Markdown table per workload of
+the allocators' memory, step time, losses and the largest batch vram fit
+found under the cap, then the target checks. Standard library only.
+
+  train_summary.py DIR              DIR/train.jsonl, DIR/fit/*.json, DIR/percall.jsonl
+  train_summary.py --fit-range JSONL WORKLOAD ALLOCATOR CAP_GIB
+                                    prints "MIN MAX": the --min/--max for vram fit,
+                                    estimated from the run of that allocator in JSONL
+  train_summary.py --fit-retry FIT_JSON
+                                    prints "MIN MAX" for a second search when the
+                                    first one hit an end of its range, else nothing
+  train_summary.py --self-test      checks this script on made-up results
+
+Targets (for vram and vram_paged, each against the same run's others):
+reserved/allocated <= 1.03 on every workload; median step within 1 % of
+default's; the largest batch under the cap >= 5 % above expandable's on at
+least two workloads; losses identical to default's (exact float compare over
+the steps both ran)."""
+import glob
+import json
+import math
+import os
+import sys
+
+GiB = 2**30
+ORDER = ("default", "expandable", "vram", "vram_paged", "preinstalled")
+VRAM = ("vram", "vram_paged")
+RATIO_MAX = 1.03
+STEP_TOL = 0.01
+BATCH_GAIN = 0.05
+BATCH_WORKLOADS = 2
+# --min/--max for vram fit when no run tells the memory per batch element.
+FIT_FALLBACK = {"gpt2": (4, 64), "resnet": (64, 1024), "llama_lora": (4, 128), "kvgen": (32, 1024)}
+
+
+def read_jsonl(path):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def latest(rows):
+    """The last row per (workload, allocator): a rerun replaces a run."""
+    d = {}
+    for r in rows:
+        d[(r.get("workload"), r.get("allocator"))] = r
+    return d
+
+
+# ---- vram fit ---------------------------------------------------------------
+
+def fit_range(rows, workload, allocator, cap_gib):
+    """(min, max) for vram fit: the memory per batch element from the run of
+    allocator (else default, else any), min at 0.6 of the estimated maximum
+    and max twice min, so that the doubling step from min ends the climb."""
+    runs = latest(rows)
+    cands = [runs.get((workload, allocator)), runs.get((workload, "default"))]
+    cands += [r for (w, _), r in sorted(runs.items(), key=lambda kv: str(kv[0])) if w == workload]
+    for r in cands:
+        if not r or not r.get("ok"):
+            continue
+        peak, idle, b = r.get("peak_reserved"), r.get("allocated_idle"), r.get("batch")
+        if not peak or idle is None or not b:
+            continue
+        per = (peak - idle) / b
+        if per <= 0:
+            continue
+        est = (cap_gib * GiB - idle) / per
+        if est < 2:
+            continue
+        lo = max(1, int(math.floor(0.6 * est)))
+        return lo, max(lo + 1, 2 * lo)
+    return FIT_FALLBACK.get(workload, (1, 1024))
+
+
+def fit_retry(res):
+    """(min, max) for a second search when the first hit an end of its
+    range: the smallest batch did not fit, or the largest did; else None."""
+    if not res:
+        return None
+    trials = [t for t in res.get("trials") or [] if t.get("outcome") != "skipped"]
+    if not trials:
+        return None
+    if not res.get("found"):
+        first = trials[0]
+        if first.get("outcome") == "oom" and first["batch"] > 1:
+            return max(1, first["batch"] // 4), first["batch"] - 1
+        return None
+    if str(res.get("stop", "")).startswith("the largest batch allowed"):
+        m = res["max_batch"]
+        return m, 2 * m
+    return None
+
+
+def load_fits(d):
+    """{(workload, allocator): fit summary} from DIR/fit: fit-W-A.json (and
+    the retry fit-W-A.retry.json, which wins when present)."""
+    out = {}
+    for p in sorted(glob.glob(os.path.join(d, "fit", "fit-*.json"))):
+        name = os.path.basename(p)[len("fit-"):-len(".json")]
+        retry = name.endswith(".retry")
+        if retry:
+            name = name[:-len(".retry")]
+        parts = name.split("-", 1)
+        if len(parts) != 2:
+            continue
+        key = (parts[0], parts[1])
+        if key in out and out[key].get("retry") and not retry:
+            continue
+        try:
+            with open(p) as f:
+                res = json.load(f)
+        except (OSError, ValueError) as e:
+            out[key] = {"text": "unreadable (%s)" % e.__class__.__name__, "max": None}
+            continue
+        out[key] = summarise_fit(res)
+        out[key]["retry"] = retry
+    return out
+
+
+def summarise_fit(res):
+    ran = [t for t in res.get("trials") or [] if t.get("outcome") != "skipped"]
+    n = len(ran)
+    if not res.get("found"):
+        return {"text": "none fits (%d trials)" % n, "max": None, "trials": n, "stop": res.get("stop")}
+    m = res.get("max_batch")
+    at_top = str(res.get("stop", "")).startswith("the largest batch allowed")
+    return {"text": "%s%d (%d trials)" % ("≥" if at_top else "", m, n), "max": m, "at_top": at_top,
+            "trials": n, "stop": res.get("stop")}
+
+
+# ---- tables -----------------------------------------------------------------
+
+def gib(x):
+    return "-" if x is None else "%.2f" % (x / GiB)
+
+
+def fnum(x, fmt="%.1f"):
+    return "-" if x is None else fmt % x
+
+
+def same_float(a, b):
+    if a is None or b is None:
+        return False
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def compare_losses(r, base):
+    """(identical, |diff| of the final losses or None, text)."""
+    la, lb = r.get("losses") or [], base.get("losses") or []
+    n = min(len(la), len(lb))
+    if n == 0:
+        return False, None, "-"
+    for i in range(n):
+        if not same_float(la[i], lb[i]):
+            d = abs(la[n - 1] - lb[n - 1]) if len(la) == len(lb) else None
+            return False, d, "no (step %d)" % i
+    d = abs(la[n - 1] - lb[n - 1])
+    note = "" if len(la) == len(lb) else " (first %d steps)" % n
+    return True, d, "yes" + note
+
+
+def workload_table(w, runs, fits):
+    lines = ["### %s" % w, ""]
+    lines.append("| allocator | peak reserved GiB | peak allocated GiB | reserved/allocated | step median ms "
+                 "| step p95 ms | step vs default | final loss | loss = default | abs diff "
+                 "| largest batch under cap |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    base = runs.get((w, "default"))
+    allocs = [a for a in ORDER if (w, a) in runs or (w, a) in fits]
+    allocs += sorted({a for (ww, a) in list(runs) + list(fits) if ww == w and a not in ORDER})
+    for a in allocs:
+        r = runs.get((w, a))
+        fit = fits.get((w, a), {}).get("text", "-")
+        if r is None:
+            lines.append("| %s | - | - | - | - | - | - | - | - | - | %s |" % (a, fit))
+            continue
+        if not r.get("ok"):
+            lines.append("| %s | failed: %s | | | | | | | | | %s |" % (a, str(r.get("error", "?"))[:120].replace("|", "/"),
+                                                                        fit))
+            continue
+        rel = "-"
+        if base and base.get("ok") and base.get("step_ms_median") and r.get("step_ms_median") is not None:
+            rel = "%.3f" % (r["step_ms_median"] / base["step_ms_median"])
+        ident, diff = "-", "-"
+        if base and base.get("ok") and a != "default":
+            _, d, ident = compare_losses(r, base)
+            diff = "-" if d is None else "%.3g" % d
+        trunc = " (truncated)" if r.get("truncated") else ""
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            a, gib(r.get("peak_reserved")), gib(r.get("peak_allocated")), fnum(r.get("ratio"), "%.3f"),
+            fnum(r.get("step_ms_median"), "%.2f") + trunc, fnum(r.get("step_ms_p95"), "%.2f"), rel,
+            fnum(r.get("loss_final"), "%.6g"), ident, diff, fit))
+    notes = sorted({n for a in allocs for n in (runs.get((w, a)) or {}).get("notes", [])})
+    if notes:
+        lines.append("")
+        lines += ["note: " + n for n in notes]
+    lines.append("")
+    return lines
+
+
+def targets(workloads, runs, fits):
+    """Lines of the target checks, and whether every check passed."""
+    out, all_ok = ["## Targets", ""], True
+    for a in VRAM:
+        if not any((w, a) in runs for w in workloads) and not any((w, a) in fits for w in workloads):
+            continue
+        checks = []
+        # reserved/allocated
+        vals = [(w, runs[(w, a)].get("ratio")) for w in workloads if (w, a) in runs and runs[(w, a)].get("ok")]
+        ok = bool(vals) and all(v is not None and v <= RATIO_MAX for _, v in vals)
+        checks.append((ok, "reserved/allocated ≤ %.2f: %s" % (RATIO_MAX, ", ".join(
+            "%s %s" % (w, fnum(v, "%.3f")) for w, v in vals) or "no runs")))
+        # step time
+        vals = []
+        for w in workloads:
+            r, b = runs.get((w, a)), runs.get((w, "default"))
+            if r and b and r.get("ok") and b.get("ok") and b.get("step_ms_median"):
+                vals.append((w, r["step_ms_median"] / b["step_ms_median"]))
+        ok = bool(vals) and all(v <= 1 + STEP_TOL for _, v in vals)
+        checks.append((ok, "median step within %.0f %% of default: %s" % (100 * STEP_TOL, ", ".join(
+            "%s %.3f" % (w, v) for w, v in vals) or "no pairs")))
+        # largest batch
+        gains = []
+        for w in workloads:
+            f, e = fits.get((w, a)), fits.get((w, "expandable"))
+            if f and e and f.get("max") and e.get("max"):
+                gains.append((w, f["max"] / e["max"] - 1))
+        won = [w for w, g in gains if g >= BATCH_GAIN]
+        ok = len(won) >= BATCH_WORKLOADS
+        checks.append((ok, "largest batch ≥ %.0f %% above expandable on ≥ %d workloads: %s" % (
+            100 * BATCH_GAIN, BATCH_WORKLOADS, ", ".join("%s %+.1f %%" % (w, 100 * g) for w, g in gains)
+            or "no fits")))
+        # losses
+        vals = []
+        for w in workloads:
+            r, b = runs.get((w, a)), runs.get((w, "default"))
+            if r and b and r.get("ok") and b.get("ok"):
+                ident, _, _ = compare_losses(r, b)
+                vals.append((w, ident))
+        ok = bool(vals) and all(v for _, v in vals)
+        checks.append((ok, "losses identical to default: %s" % (", ".join(
+            "%s %s" % (w, "yes" if v else "no") for w, v in vals) or "no pairs")))
+        out.append("%s:" % a)
+        for ok, text in checks:
+            out.append("- %s %s" % ("PASS" if ok else "FAIL", text))
+            all_ok &= ok
+        out.append("")
+    return out, all_ok
+
+
+def percall_table(rows):
+    if not rows:
+        return []
+    sizes = []
+    for r in rows:
+        for s in (r.get("sizes") or {}):
+            if s not in sizes:
+                sizes.append(s)
+    lines = ["## ns per alloc+free from Python (median of the repeats)", "",
+             "| framework | allocator | loop ns | " + " | ".join("%s B" % s for s in sizes) + " |",
+             "|---|---|---|" + "---|" * len(sizes)]
+    for r in rows:
+        if not r.get("ok"):
+            lines.append("| %s | %s | %s |" % (r.get("framework"), r.get("allocator"),
+                                              "skipped" if r.get("skipped") else "failed") +
+                         " %s |" % str(r.get("error", ""))[:100].replace("|", "/") + " |" * max(0, len(sizes) - 1))
+            continue
+        cells = [fnum((r["sizes"].get(s) or {}).get("ns_median")) for s in sizes]
+        lines.append("| %s | %s | %s | %s |" % (r.get("framework"), r.get("allocator"), fnum(r.get("loop_ns")),
+                                               " | ".join(cells)))
+    lines.append("")
+    return lines
+
+
+def summary(d):
+    rows = read_jsonl(os.path.join(d, "train.jsonl"))
+    runs = latest(rows)
+    fits = load_fits(d)
+    workloads = []
+    for w, _ in list(runs) + list(fits):
+        if w not in workloads:
+            workloads.append(w)
+    lines = ["# Allocators inside PyTorch: training and generation", ""]
+    r0 = next((r for r in rows if r.get("gpu")), None)
+    if r0:
+        lines += ["%s, torch %s, CUDA %s, transformers %s" % (r0.get("gpu"), r0.get("torch"), r0.get("cuda"),
+                                                            r0.get("transformers")), ""]
+    caps = sorted({(w, m.get("cap_gib")) for m in read_jsonl(os.path.join(d, "fit", "meta.jsonl"))
+                   for w in [m.get("workload")]}, key=str)
+    if caps:
+        lines += ["vram fit caps: " + ", ".join("%s %s GiB" % c for c in caps), ""]
+    for w in workloads:
+        lines += workload_table(w, runs, fits)
+    t, ok = targets(workloads, runs, fits)
+    lines += t
+    lines += percall_table(read_jsonl(os.path.join(d, "percall.jsonl")))
+    return "\n".join(lines), ok
+
+
+# ---- self-test ----------------------------------------------------------------
+
+def self_test():
+    import tempfile
+    import unittest
+
+    def run(w, a, ratio, ms, losses, batch=8, idle=GiB, peak_res=None, ok=True):
+        alloc = 10 * GiB
+        return {"workload": w, "allocator": a, "ok": ok, "batch": batch, "steps": len(losses),
+                "peak_allocated": alloc, "peak_reserved": peak_res or int(alloc * ratio), "ratio": ratio,
+                "allocated_idle": idle, "step_ms_median": ms, "step_ms_p95": ms * 1.1,
+                "loss_final": losses[-1], "losses_tail": losses[-5:], "losses": losses,
+                "gpu": "Test GPU", "torch": "2.11", "cuda": "13.0", "transformers": "5.0"}
+
+    def fit(found, m, stop, trials):
+        return {"found": found, "max_batch": m, "stop": stop,
+                "trials": [{"batch": b, "outcome": o} for b, o in trials]}
+
+    class T(unittest.TestCase):
+        def setUp(self):
+            self.tmp = tempfile.TemporaryDirectory()
+            self.d = self.tmp.name
+            os.mkdir(os.path.join(self.d, "fit"))
+
+        def tearDown(self):
+            self.tmp.cleanup()
+
+        def write(self, rows, fits=None):
+            with open(os.path.join(self.d, "train.jsonl"), "w") as f:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+                f.write("not json\n")
+            for name, res in (fits or {}).items():
+                with open(os.path.join(self.d, "fit", name), "w") as f:
+                    json.dump(res, f)
+
+        def test_pass(self):
+            L = [5.5, 5.25, 5.0]
+            self.write([run("gpt2", "default", 1.6, 100.0, L), run("gpt2", "expandable", 1.07, 101.0, L),
+                        run("gpt2", "vram_paged", 1.02, 100.5, L), run("kvgen", "default", 2.4, 50.0, L),
+                        run("kvgen", "vram_paged", 1.01, 50.2, L)],
+                       {"fit-gpt2-expandable.json": fit(True, 40, "40 fits and 41 does not", [(20, "fits")]),
+                        "fit-gpt2-vram_paged.json": fit(True, 43, "43 fits and 44 does not", [(20, "fits")]),
+                        "fit-kvgen-expandable.json": fit(True, 200, "x", [(100, "fits")]),
+                        "fit-kvgen-vram_paged.json": fit(True, 230, "x", [(100, "fits"), (200, "skipped")])})
+            text, ok = summary(self.d)
+            self.assertTrue(ok, text)
+            self.assertIn("| vram_paged | 10.20 | 10.00 | 1.020 | 100.50 | 110.55 | 1.005 | 5 | yes | 0 | 43 (1 trials) |",
+                          text)
+            self.assertIn("PASS largest batch ≥ 5 % above expandable on ≥ 2 workloads: gpt2 +7.5 %, kvgen +15.0 %",
+                          text)
+
+        def test_fail_each(self):
+            self.write([run("gpt2", "default", 1.6, 100.0, [5.5, 5.0]),
+                        run("gpt2", "vram", 1.05, 102.0, [5.5, 5.000001]),
+                        run("resnet", "default", 1.4, 80.0, [7.0]), run("resnet", "vram", 1.0, 80.0, [7.0]),
+                        run("llama_lora", "vram", 1.0, 1.0, [1.0], ok=False)],
+                       {"fit-gpt2-expandable.json": fit(True, 40, "x", [(40, "fits")]),
+                        "fit-gpt2-vram.json": fit(True, 44, "x", [(44, "fits")]),
+                        "fit-resnet-expandable.json": fit(True, 300, "x", [(300, "fits")]),
+                        "fit-resnet-vram.json": fit(True, 303, "x", [(303, "fits")])})
+            text, ok = summary(self.d)
+            self.assertFalse(ok)
+            self.assertIn("FAIL reserved/allocated ≤ 1.03: gpt2 1.050, resnet 1.000", text)
+            self.assertIn("FAIL median step within 1 % of default: gpt2 1.020, resnet 1.000", text)
+            self.assertIn("FAIL largest batch ≥ 5 % above expandable on ≥ 2 workloads: gpt2 +10.0 %, resnet +1.0 %",
+                          text)
+            self.assertIn("FAIL losses identical to default: gpt2 no, resnet yes", text)
+            self.assertIn("| no (step 1) | 1e-06 |", text)
+            self.assertIn("| vram | failed: ", text)
+
+        def test_nan_losses_and_truncation(self):
+            nan = float("nan")
+            self.assertTrue(compare_losses({"losses": [1.0, nan]}, {"losses": [1.0, nan]})[0])
+            self.assertFalse(compare_losses({"losses": [1.0, nan]}, {"losses": [1.0, 2.0]})[0])
+            ident, d, text = compare_losses({"losses": [1.0, 2.0]}, {"losses": [1.0, 2.0, 3.0]})
+            self.assertEqual((ident, d, text), (True, 0.0, "yes (first 2 steps)"))
+
+        def test_fit_range(self):
+            rows = [run("kvgen", "default", 2.0, 1.0, [1.0], batch=8, idle=GiB, peak_res=GiB + 8 * 100 * 2**20),
+                    run("kvgen", "vram_paged", 1.0, 1.0, [1.0], batch=8, idle=GiB, peak_res=GiB + 8 * 50 * 2**20)]
+            # 15 GiB free of the 16 GiB cap: 153.6 at 100 MiB a batch element, 307.2 at 50 MiB.
+            self.assertEqual(fit_range(rows, "kvgen", "default", 16), (92, 184))
+            self.assertEqual(fit_range(rows, "kvgen", "vram_paged", 16), (184, 368))
+            self.assertEqual(fit_range(rows, "kvgen", "expandable", 16), (92, 184))  # default's run
+            self.assertEqual(fit_range(rows, "resnet", "default", 16), FIT_FALLBACK["resnet"])
+            bad = [dict(rows[0], ok=False)]
+            self.assertEqual(fit_range(bad, "kvgen", "default", 16), FIT_FALLBACK["kvgen"])
+
+        def test_fit_retry(self):
+            self.assertEqual(fit_retry(fit(False, 0, "even the smallest", [(92, "oom")])), (23, 91))
+            self.assertEqual(fit_retry(fit(True, 184, "the largest batch allowed, 184, fits",
+                                           [(92, "fits"), (184, "fits")])), (184, 368))
+            self.assertIsNone(fit_retry(fit(True, 150, "150 fits and 151 does not", [(92, "fits")])))
+            self.assertIsNone(fit_retry(fit(False, 0, "batch 92 failed", [(92, "failed")])))
+
+        def test_retry_file_wins(self):
+            self.write([run("kvgen", "expandable", 1.1, 1.0, [1.0])],
+                       {"fit-kvgen-expandable.json": fit(False, 0, "even the smallest", [(92, "oom")]),
+                        "fit-kvgen-expandable.retry.json": fit(True, 80, "80 fits and 81 does not",
+                                                               [(23, "fits"), (80, "fits")])})
+            fits = load_fits(self.d)
+            self.assertEqual(fits[("kvgen", "expandable")]["max"], 80)
+            self.assertIn("| 80 (2 trials) |", summary(self.d)[0])
+
+        def test_percall(self):
+            rows = [{"framework": "torch", "allocator": "default", "ok": True, "loop_ns": 20.0,
+                     "sizes": {"512": {"ns_median": 1500.0}, "65536": {"ns_median": 1600.0}}},
+                    {"framework": "cupy", "allocator": "vram", "ok": False, "skipped": True, "error": "no cupy"}]
+            text = "\n".join(percall_table(rows))
+            self.assertIn("| torch | default | 20.0 | 1500.0 | 1600.0 |", text)
+            self.assertIn("| cupy | vram | skipped | no cupy |", text)
+
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(T)
+    res = unittest.TextTestRunner(verbosity=2).run(suite)
+    return 0 if res.wasSuccessful() else 1
+
+
+def main(argv):
+    if argv[:1] == ["--self-test"]:
+        return self_test()
+    if argv[:1] == ["--fit-range"] and len(argv) == 5:
+        lo, hi = fit_range(read_jsonl(argv[1]), argv[2], argv[3], float(argv[4]))
+        print(lo, hi)
+        return 0
+    if argv[:1] == ["--fit-retry"] and len(argv) == 2:
+        try:
+            with open(argv[1]) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            return 0
+        r = fit_retry(res)
+        if r:
+            print(r[0], r[1])
+        return 0
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    text, _ = summary(argv[0])
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
