@@ -55,6 +55,13 @@ each allocator is capped by its own mechanism, as a user would). With
 preinstalled the cap is the caller's (put max_bytes in its configuration);
 --cap-gib then uses set_per_process_memory_fraction.
 
+--gpu-lock FILE: the process imports torch and the workload's libraries
+(the slow part of its start, some 15 s with transformers), then waits for
+an exclusive lock on FILE before it installs the allocator and starts CUDA,
+and holds it until it exits. Runs started together (one per allocator)
+thus import side by side but use the GPU one at a time, each still in a
+fresh process; lock_wait_s says how long a run waited.
+
 Output: one JSON line on stdout (appended to --json FILE as well): workload,
 allocator, steps, batch, step_ms_median, step_ms_p95 (nearest rank),
 loss_final, losses_tail (last 5), losses (all), peak_allocated and
@@ -62,7 +69,8 @@ peak_reserved (bytes, torch.cuda.max_memory_*, over the whole run: the
 counters are reset once, before the model is built), ratio
 (reserved/allocated), allocated_idle (allocated between steps after the
 last one: weights, gradients, optimizer state), device_used_before/after
-(total - free from torch.cuda.mem_get_info, whole device), torch, gpu, ok.
+(total - free from torch.cuda.mem_get_info, whole device), import_s,
+lock_wait_s, build_s, wall_s, torch, gpu, ok.
 A failure prints the same line with ok false and the error (type and first
 line) and exits 1; an out-of-memory error exits 3 and writes its message
 (first 300 characters, on one line) to stderr, which is what vram fit reads
@@ -73,6 +81,7 @@ import json
 import math
 import os
 import random
+import signal
 import statistics
 import sys
 import time
@@ -104,6 +113,10 @@ def parse_args(argv=None):
                     help="end the timed steps after this long (0: no limit); the line says truncated")
     ap.add_argument("--channels-last", action="store_true", help="resnet: channels_last memory format")
     ap.add_argument("--json", default="", help="append the result line to this file too")
+    ap.add_argument("--gpu-lock", default="",
+                    help="import everything, then wait for this lock file before touching the GPU")
+    ap.add_argument("--run-timeout", type=int, default=0,
+                    help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
     if a.batch == 0:
         a.batch = DEFAULT_BATCH[a.workload]
@@ -361,6 +374,33 @@ class Bench:
         return loss.detach()
 
 
+def preload(workload):
+    """Import the workload's libraries (no CUDA is touched)."""
+    if workload in ("gpt2", "kvgen"):
+        from transformers import GPT2Config, GPT2LMHeadModel  # noqa: F401
+    elif workload == "llama_lora":
+        from transformers import LlamaConfig, LlamaForCausalLM  # noqa: F401
+        try:
+            import peft  # noqa: F401
+        except Exception:
+            pass  # Bench.lora says so
+    elif workload == "resnet":
+        import torchvision  # noqa: F401
+
+
+_lock_file = None  # held until the process exits
+
+
+def gpu_lock(path):
+    """Wait for an exclusive lock on path; returns the seconds waited."""
+    global _lock_file
+    import fcntl
+    t = time.perf_counter()
+    _lock_file = open(path, "a")
+    fcntl.flock(_lock_file.fileno(), fcntl.LOCK_EX)
+    return round(time.perf_counter() - t, 2)
+
+
 def install(a):
     """Put the allocator in place; nothing may have touched CUDA yet."""
     if a.allocator in ("vram", "vram_paged"):
@@ -460,6 +500,14 @@ def run(a, res):
     res["ok"] = True
 
 
+class RunTimeout(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise RunTimeout("over --run-timeout")
+
+
 def emit(a, res):
     line = json.dumps(res, sort_keys=False)
     print(line, flush=True)
@@ -483,11 +531,19 @@ def main(argv=None):
         res["torch"] = torch.__version__
         res["cuda"] = torch.version.cuda
         try:
-            import transformers
-            res["transformers"] = transformers.__version__
+            from importlib import metadata
+            res["transformers"] = metadata.version("transformers")
         except Exception:
             pass
+        preload(a.workload)
+        res["import_s"] = round(time.perf_counter() - t_start, 2)
+        if a.gpu_lock:
+            res["lock_wait_s"] = gpu_lock(a.gpu_lock)
+        if a.run_timeout:
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.alarm(a.run_timeout)
         run(a, res)
+        signal.alarm(0)
     except BaseException as e:  # noqa: B902 - the line must come out whatever happened
         if isinstance(e, KeyboardInterrupt):
             res["error"] = "interrupted"
