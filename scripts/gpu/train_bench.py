@@ -60,7 +60,9 @@ preinstalled the cap is the caller's (put max_bytes in its configuration);
 an exclusive lock on FILE before it installs the allocator and starts CUDA,
 and holds it until it exits. Runs started together (one per allocator)
 thus import side by side but use the GPU one at a time, each still in a
-fresh process; lock_wait_s says how long a run waited.
+fresh process; lock_wait_s says how long a run waited. With --group-size N
+no run takes the lock before N runs have imported (or 90 s have passed), so
+no run's steps share the CPU with another's imports.
 
 Output: one JSON line on stdout (appended to --json FILE as well): workload,
 allocator, steps, batch, step_ms_median, step_ms_p95 (nearest rank),
@@ -115,6 +117,8 @@ def parse_args(argv=None):
     ap.add_argument("--json", default="", help="append the result line to this file too")
     ap.add_argument("--gpu-lock", default="",
                     help="import everything, then wait for this lock file before touching the GPU")
+    ap.add_argument("--group-size", type=int, default=1,
+                    help="with --gpu-lock: wait until this many runs have imported before taking the lock")
     ap.add_argument("--run-timeout", type=int, default=0,
                     help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
@@ -391,11 +395,18 @@ def preload(workload):
 _lock_file = None  # held until the process exits
 
 
-def gpu_lock(path):
-    """Wait for an exclusive lock on path; returns the seconds waited."""
+def gpu_lock(path, group=1, barrier_s=90):
+    """Wait until group runs are ready (a byte each in path.ready), then
+    for an exclusive lock on path; returns the seconds waited."""
     global _lock_file
     import fcntl
     t = time.perf_counter()
+    if group > 1:
+        ready = path + ".ready"
+        with open(ready, "ab") as f:
+            f.write(b"x")
+        while os.path.getsize(ready) < group and time.perf_counter() - t < barrier_s:
+            time.sleep(0.05)
     _lock_file = open(path, "a")
     fcntl.flock(_lock_file.fileno(), fcntl.LOCK_EX)
     return round(time.perf_counter() - t, 2)
@@ -538,7 +549,7 @@ def main(argv=None):
         preload(a.workload)
         res["import_s"] = round(time.perf_counter() - t_start, 2)
         if a.gpu_lock:
-            res["lock_wait_s"] = gpu_lock(a.gpu_lock)
+            res["lock_wait_s"] = gpu_lock(a.gpu_lock, a.group_size)
         if a.run_timeout:
             signal.signal(signal.SIGALRM, on_alarm)
             signal.alarm(a.run_timeout)

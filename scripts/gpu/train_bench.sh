@@ -13,9 +13,10 @@
 #                                     ./cmd/vram here)
 #
 # The runs of one workload start together, one process per allocator: they
-# import torch and transformers side by side (some 15 s), then take the GPU
-# one at a time through a lock file (train_bench.py --gpu-lock), so each run
-# has the GPU to itself and its own fresh process.
+# import torch and transformers side by side (some 15 s), wait until all
+# have, then take the GPU one at a time through a lock file (train_bench.py
+# --gpu-lock, --group-size), so each run has the GPU and the CPU to itself
+# and its own fresh process.
 #
 # Results in $OUT (default /tmp/vram-train): train.jsonl (one line per run),
 # train.log (everything), runs/ (each run's output), fit/ (vram fit's JSON
@@ -23,28 +24,36 @@
 # *.trials.jsonl, meta.jsonl), env.txt, leftover.txt, percall.jsonl
 # (PERCALL=1) and summary.md.
 #
-# Time on an H200 (measured for default and expandable, torch 2.11,
-# transformers 5.17; the log prints the elapsed time of each part):
-#   imports: ~15 s with transformers, ~6 s without, once per workload
-#   gpt2        60 steps (10 warm-up), ~230 ms each (lengths vary: new
-#               shapes), + ~5 s start:            ~20 s a run,  ~95 s for 4
-#   kvgen       6 generate calls (1 warm-up), ~6 s each (~30 ms a token),
-#               timed part bounded by MAX_SECONDS: ~35 s a run, ~155 s for 4
-#   llama_lora  60 steps, ~350 ms each:           ~27 s a run, ~120 s for 4
-#   resnet      60 steps, ~40-50 ms each:         ~6 s a run,   ~30 s for 4
+# Time on an H200, from single runs of train_bench.py under default and
+# expandable (torch 2.11, transformers 5.17); the log prints the elapsed
+# time of each part:
+#   imports     ~15 s with transformers, ~6 s without: once per workload
+#   resnet      60 steps (10 warm-up), ~40 ms each (p95 ~180: new batch
+#               sizes), ~1 s to build:                     ~6 s a run,  ~30 s for 4
+#   gpt2        60 steps, ~230 ms each (every length a new shape), ~4 s to
+#               build and start CUDA:                    ~21 s a run, ~100 s for 4
+#   llama_lora  60 steps, ~350 ms each, timed part bounded by MAX_SECONDS
+#               (18 s, ~50 steps):                        ~25 s a run, ~115 s for 4
+#   kvgen       5 generate calls (1 warm-up, ~10 s at the largest shape),
+#               ~6 s each (~30 ms a token), timed part bounded by
+#               MAX_SECONDS (~3 calls):                   ~37 s a run, ~165 s for 4
 #   vram fit    6 searches side by side (resnet under 16 GiB, gpt2 under
-#               24 GiB), ~5-8 trials of ~8 s (resnet) or ~20 s (gpt2): ~150 s
-#   percall     (PERCALL=1, off by default) ~10-15 s per allocator: ~80 s
-# About 8.5 minutes in all. DEADLINE_S (525) bounds it: a workload's runs
-# are not started after MAIN_BUDGET_S (360 s) and are listed as skipped,
-# and the fit searches end (each prints the table so far) at the deadline.
+#               24 GiB), ~5-8 trials each of ~8 s (resnet) or ~20 s (gpt2,
+#               its imports included):                                  ~120 s
+#   percall     (PERCALL=1, off by default) ~10-15 s per allocator:      ~80 s
+# About 9 minutes in all, with little slack: DEADLINE_S (525) bounds it. A
+# workload's runs do not start after MAIN_BUDGET_S (330 s) and are listed as
+# skipped; the fit searches end at the deadline (each prints its table so
+# far; the summary marks them cut short). With the time short, split it in
+# two calls: FIT=0, then RUNS=0 WORKLOADS= (fit over guessed ranges), or
+# trim with WORKLOADS / ALLOCATORS / STEPS.
 #
 # Subsets and knobs (environment):
-#   WORKLOADS="gpt2 kvgen llama_lora resnet"   ALLOCATORS="default expandable vram vram_paged"
+#   WORKLOADS="resnet gpt2 llama_lora kvgen"   ALLOCATORS="default expandable vram vram_paged"
 #   RUNS=0|1 (1)         the runs above (0: only fit, over ranges guessed without them)
 #   STEPS / WARMUP       total and warm-up steps of the training workloads (60 / 10)
-#   KV_STEPS / KV_WARMUP the same for kvgen (6 / 1)
-#   MAX_SECONDS          bound on the timed steps of one run (25; the line says truncated)
+#   KV_STEPS / KV_WARMUP the same for kvgen (5 / 1)
+#   MAX_SECONDS          bound on the timed steps of one run (18; the line says truncated)
 #   FIT=0|1 (1)          FIT_WORKLOADS="resnet gpt2"  FIT_ALLOCATORS="default expandable vram_paged"
 #   FIT_CAP_GIB (16)     cap of the fit workloads, whole GiB; FIT_CAP_GPT2 (24),
 #                        FIT_CAP_LLAMA (24), FIT_CAP_KV (6) for those; FIT_MEM_GIB
@@ -59,13 +68,13 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/vram-train}
 PY=${PY:-python3}
 VRAM=${VRAM:-./.gpu/vram}
-WORKLOADS=${WORKLOADS:-gpt2 kvgen llama_lora resnet}
+WORKLOADS=${WORKLOADS:-resnet gpt2 llama_lora kvgen}
 ALLOCATORS=${ALLOCATORS:-default expandable vram vram_paged}
 STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-10}
-KV_STEPS=${KV_STEPS:-6}
+KV_STEPS=${KV_STEPS:-5}
 KV_WARMUP=${KV_WARMUP:-1}
-MAX_SECONDS=${MAX_SECONDS:-25}
+MAX_SECONDS=${MAX_SECONDS:-18}
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 RUNS=${RUNS:-1}
 FIT=${FIT:-1}
@@ -75,7 +84,7 @@ FIT_MEM_GIB=${FIT_MEM_GIB:-120}
 FIT_TRIAL_TIMEOUT=${FIT_TRIAL_TIMEOUT:-240}
 PERCALL=${PERCALL:-0}
 DEADLINE_S=${DEADLINE_S:-525}
-MAIN_BUDGET_S=${MAIN_BUDGET_S:-360}
+MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
 B=scripts/gpu/train_bench.py
 S=scripts/gpu/train_summary.py
 F=$OUT/fit
@@ -110,8 +119,10 @@ group() {
 	local w=$1 a n=0 rc; shift
 	local -A pids=()
 	for a in $ALLOCATORS; do n=$((n + 1)); done
+	rm -f "$OUT/gpu.lock" "$OUT/gpu.lock.ready"
 	for a in $ALLOCATORS; do
-		timeout -k 10 $(( RUN_TIMEOUT * n + 30 )) $PY $B --workload "$w" --allocator "$a" --gpu-lock "$OUT/gpu.lock" --run-timeout "$RUN_TIMEOUT" \
+		timeout -k 10 $(( RUN_TIMEOUT * n + 120 )) $PY $B --workload "$w" --allocator "$a" \
+			--gpu-lock "$OUT/gpu.lock" --group-size "$n" --run-timeout "$RUN_TIMEOUT" \
 			--json "$OUT/train.jsonl" "$@" > "$OUT/runs/$w.$a.log" 2>&1 &
 		pids[$a]=$!
 	done
