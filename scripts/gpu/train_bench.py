@@ -45,7 +45,10 @@ batch of the schedule for resnet. Every run with the same seed sees the
 same shapes and data, and determinism is asked of PyTorch
 (torch.use_deterministic_algorithms(True, warn_only=True), cuDNN
 deterministic, CUBLAS_WORKSPACE_CONFIG=:4096:8), so losses can be compared
-across allocators exactly.
+across allocators exactly. Where PyTorch has no deterministic kernel for an
+op it warns and goes on; those warnings are listed in the result
+(nondeterministic): such ops can make losses differ from run to run under
+any allocator.
 
 --cap-gib G caps the allocator's reserved memory at G GiB: for default and
 expandable through torch.cuda.set_per_process_memory_fraction right after
@@ -88,6 +91,7 @@ import statistics
 import sys
 import time
 import traceback
+import warnings
 
 WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen")
 ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "preinstalled")
@@ -412,6 +416,25 @@ def gpu_lock(path, group=1, barrier_s=90):
     return round(time.perf_counter() - t, 2)
 
 
+_nondeterministic = []  # what PyTorch warned has no deterministic implementation
+
+
+def watch_warnings():
+    """Keep the warnings of deterministic mode (warn_only) for the result:
+    ops whose results may differ from run to run, whatever the allocator."""
+    show = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        m = " ".join(str(message).split())
+        if "deterministic" in m and len(_nondeterministic) < 20:
+            short = m[:200]
+            if short not in _nondeterministic:
+                _nondeterministic.append(short)
+        show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
 def install(a):
     """Put the allocator in place; nothing may have touched CUDA yet."""
     if a.allocator in ("vram", "vram_paged"):
@@ -432,6 +455,7 @@ def run(a, res):
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=True)
+    watch_warnings()
     random.seed(a.seed)
     torch.manual_seed(a.seed)
     try:
@@ -505,6 +529,8 @@ def run(a, res):
     res["shape_max"] = max(b.shapes) if a.workload == "resnet" else b.shapes[0]
     if b.notes:
         res["notes"] = b.notes
+    if _nondeterministic:
+        res["nondeterministic"] = list(_nondeterministic)
     del b
     free, total = torch.cuda.mem_get_info()
     res["device_used_after"] = total - free
@@ -556,6 +582,7 @@ def main(argv=None):
         run(a, res)
         signal.alarm(0)
     except BaseException as e:  # noqa: B902 - the line must come out whatever happened
+        signal.alarm(0)
         if isinstance(e, KeyboardInterrupt):
             res["error"] = "interrupted"
             code = 130

@@ -210,9 +210,11 @@ def workload_table(w, runs, fits):
             fnum(r.get("step_ms_median"), "%.2f") + trunc, fnum(r.get("step_ms_p95"), "%.2f"), rel,
             fnum(r.get("loss_final"), "%.6g"), ident, diff, fit))
     notes = sorted({n for a in allocs for n in (runs.get((w, a)) or {}).get("notes", [])})
-    if notes:
+    nondet = sorted({n for a in allocs for n in (runs.get((w, a)) or {}).get("nondeterministic", [])})
+    if notes or nondet:
         lines.append("")
         lines += ["note: " + n for n in notes]
+        lines += ["nondeterministic (losses may differ run to run under any allocator): " + n for n in nondet]
     lines.append("")
     return lines
 
@@ -386,6 +388,13 @@ def self_test():
             self.assertIn("FAIL losses identical to default: gpt2 no, resnet yes", text)
             self.assertIn("| no (step 1) | 1e-06 |", text)
             self.assertIn("| vram | failed: ", text)
+
+        def test_nondeterministic_ops_listed(self):
+            r = run("gpt2", "default", 1.6, 100.0, [5.0])
+            r["nondeterministic"] = ["scatter_add_cuda_kernel does not have a deterministic implementation"]
+            self.write([r, run("gpt2", "vram", 1.0, 100.0, [5.0])])
+            self.assertIn("nondeterministic (losses may differ run to run under any allocator): scatter_add_cuda_kernel",
+                          summary(self.d)[0])
 
         def test_nan_losses_and_truncation(self):
             nan = float("nan")
