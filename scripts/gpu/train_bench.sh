@@ -45,8 +45,9 @@
 # workload's runs do not start after MAIN_BUDGET_S (330 s) and are listed as
 # skipped; the fit searches end at the deadline (each prints its table so
 # far; the summary marks them cut short). With the time short, split it in
-# two calls: FIT=0, then RUNS=0 WORKLOADS= (fit over guessed ranges), or
-# trim with WORKLOADS / ALLOCATORS / STEPS.
+# two calls: FIT=0, then RUNS=0 with FIT_FROM naming the first call's
+# train.jsonl (carried along; without it the ranges are guessed from
+# figures seen on the H200), or trim with WORKLOADS / ALLOCATORS / STEPS.
 #
 # Subsets and knobs (environment):
 #   WORKLOADS="resnet gpt2 llama_lora kvgen"   ALLOCATORS="default expandable vram vram_paged"
@@ -58,6 +59,7 @@
 #   FIT_CAP_GIB (16)     cap of the fit workloads, whole GiB; FIT_CAP_GPT2 (24),
 #                        FIT_CAP_LLAMA (24), FIT_CAP_KV (6) for those; FIT_MEM_GIB
 #                        (120): the searches running at once hold at most this much
+#   FIT_FROM             train.jsonl the fit ranges are estimated from ($OUT/train.jsonl)
 #   FIT_VIA=fit|job      vram_paged in fit: through vram fit --allocator vram
 #                        --alloc-conf page_mapped:true,max_bytes:CAP (fit; the default
 #                        when vram fit has --alloc-conf) or installed by train_bench.py
@@ -82,6 +84,7 @@ FIT_WORKLOADS=${FIT_WORKLOADS:-resnet gpt2}
 FIT_ALLOCATORS=${FIT_ALLOCATORS:-default expandable vram_paged}
 FIT_MEM_GIB=${FIT_MEM_GIB:-120}
 FIT_TRIAL_TIMEOUT=${FIT_TRIAL_TIMEOUT:-240}
+FIT_FROM=${FIT_FROM:-$OUT/train.jsonl}
 PERCALL=${PERCALL:-0}
 DEADLINE_S=${DEADLINE_S:-525}
 MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
@@ -206,7 +209,7 @@ search() {
 fit_job() {
 	local w=$1 a=$2 cap lo hi r
 	cap=$(fit_cap "$w")
-	read -r lo hi < <($PY $S --fit-range "$OUT/train.jsonl" "$w" "$a" "$cap")
+	read -r lo hi < <($PY $S --fit-range "$FIT_FROM" "$w" "$a" "$cap")
 	search "fit-$w-$a" "$w" "$a" "$cap" "$lo" "$hi"
 	r=$($PY $S --fit-retry "$F/fit-$w-$a.json")
 	if [ -n "$r" ]; then
