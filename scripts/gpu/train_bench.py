@@ -438,10 +438,11 @@ def watch_warnings():
 def install(a):
     """Put the allocator in place; nothing may have touched CUDA yet."""
     if a.allocator in ("vram", "vram_paged"):
+        import vram
         import vram.torch
         conf = vram_conf(a)
         vram.torch.install(conf)
-        return conf
+        return vram.config()
     if a.allocator == "expandable":
         return os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if a.allocator == "preinstalled":
@@ -475,9 +476,15 @@ def run(a, res):
         res["cap_via"] = "set_per_process_memory_fraction(%.6f)" % frac
     elif a.cap_gib:
         res["cap_via"] = "vram max_bytes"
+    vt = sys.modules.get("vram.torch")
+    if vt is not None:  # installed here, or by vram run/fit --allocator vram at import torch
+        try:
+            res["vram_installed"] = bool(vt.installed())
+            res["vram"] = sys.modules["vram"].version()
+        except Exception as e:
+            res["vram_installed"] = "unknown (%s)" % qualname(e)
     if a.allocator == "preinstalled":
-        res["preinstalled"] = {"vram_loaded": any(m == "vram" or m.startswith("vram.") for m in sys.modules),
-                               "VRAM_ALLOC_CONF": os.environ.get("VRAM_ALLOC_CONF")}
+        res["preinstalled"] = {"VRAM_ALLOC_CONF": os.environ.get("VRAM_ALLOC_CONF")}
     free, total = torch.cuda.mem_get_info()
     res["device_used_before"] = total - free
     torch.cuda.reset_peak_memory_stats()

@@ -8,7 +8,9 @@
 #   scripts/gpu/train_bench.sh        needs python3 with torch, transformers,
 #                                     torchvision, peft; the vram package on
 #                                     PYTHONPATH (python/ of the checkout is
-#                                     added when PYTHONPATH is unset); vram fit
+#                                     added when PYTHONPATH is unset) and its
+#                                     libvram.so (VRAM_LIBRARY, else .gpu/libvram.so
+#                                     when there, else the package's own); vram fit
 #                                     needs .gpu/vram (go build -o .gpu/vram
 #                                     ./cmd/vram here)
 #
@@ -92,6 +94,7 @@ B=scripts/gpu/train_bench.py
 S=scripts/gpu/train_summary.py
 F=$OUT/fit
 if [ -z "${PYTHONPATH:-}" ] && [ -d python/vram ]; then export PYTHONPATH=$PWD/python; fi
+if [ -z "${VRAM_LIBRARY:-}" ] && [ -f .gpu/libvram.so ]; then export VRAM_LIBRARY=$PWD/.gpu/libvram.so; fi
 rm -rf "$F" "$OUT/runs"
 mkdir -p "$OUT/runs" "$F"
 : > "$OUT/train.jsonl"
@@ -110,7 +113,7 @@ def v(p):
     except Exception: return "-"
 print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
       "transformers", v("transformers"), "torchvision", v("torchvision"), "peft", v("peft"), "cupy", v("cupy-cuda13x"), v("cupy"))' 2>&1
-	echo "PYTHONPATH=${PYTHONPATH:-}"
+	echo "PYTHONPATH=${PYTHONPATH:-} VRAM_LIBRARY=${VRAM_LIBRARY:-}"
 } | tee "$OUT/env.txt"
 
 # has_line WORKLOAD ALLOCATOR: train.jsonl has the run's line.
