@@ -90,7 +90,7 @@ def fit_range(rows, workload, allocator, cap_gib):
 def fit_retry(res):
     """(min, max) for a second search when the first hit an end of its
     range: the smallest batch did not fit, or the largest did; else None."""
-    if not res:
+    if not res or res.get("failure"):
         return None
     trials = [t for t in res.get("trials") or [] if t.get("outcome") != "skipped"]
     if not trials:
@@ -135,6 +135,10 @@ def load_fits(d):
 def summarise_fit(res):
     ran = [t for t in res.get("trials") or [] if t.get("outcome") != "skipped"]
     n = len(ran)
+    if res.get("failure"):
+        f = res["failure"]
+        return {"text": "failed at batch %s, exit status %s (%d trials)" % (f.get("batch"), f.get("exit_code"), n),
+                "max": None, "trials": n, "stop": res.get("stop")}
     if not res.get("found"):
         return {"text": "none fits (%d trials)" % n, "max": None, "trials": n, "stop": res.get("stop")}
     m = res.get("max_batch")
@@ -422,6 +426,11 @@ def self_test():
                                            [(92, "fits"), (184, "fits")])), (184, 368))
             self.assertIsNone(fit_retry(fit(True, 150, "150 fits and 151 does not", [(92, "fits")])))
             self.assertIsNone(fit_retry(fit(False, 0, "batch 92 failed", [(92, "failed")])))
+            failed = dict(fit(False, 46, "batch 92 failed", [(92, "oom"), (46, "fits"), (69, "failed")]),
+                          failure={"batch": 69, "exit_code": 1, "tail": ["Traceback"]})
+            self.assertIsNone(fit_retry(failed))
+            self.assertEqual(summarise_fit(failed)["text"], "failed at batch 69, exit status 1 (3 trials)")
+            self.assertIsNone(summarise_fit(failed)["max"])
 
         def test_cancelled_fit_is_no_answer(self):
             self.write([run("gpt2", "expandable", 1.1, 1.0, [1.0]), run("gpt2", "vram_paged", 1.0, 1.0, [1.0])],
