@@ -55,10 +55,11 @@ def torch_alloc(a, res):
     import torch
     res["torch"] = torch.__version__
     if a.allocator in ("vram", "vram_paged"):
+        import vram
         import vram.torch
         conf = "page_mapped:true" if a.allocator == "vram_paged" else ""
         vram.torch.install(conf)
-        res["alloc_conf"] = conf
+        res["alloc_conf"] = vram.config()
     dev = torch.device("cuda", 0)
     u8 = torch.uint8
     torch.cuda.init()
@@ -79,12 +80,12 @@ def cupy_alloc(a, res):
         return None, None
     res["cupy"] = cupy.__version__
     if a.allocator in ("vram", "vram_paged"):
+        import vram
         import vram.cupy
-        if a.allocator == "vram_paged":
-            vram.cupy.install("page_mapped:true")
-            res["alloc_conf"] = "page_mapped:true"
-        else:
-            vram.cupy.install()
+        conf = "page_mapped:true" if a.allocator == "vram_paged" else ""
+        vram.configure(conf)  # vram.cupy.install takes the settings in force
+        vram.cupy.install()
+        res["alloc_conf"] = vram.config()
     elif a.allocator != "default":
         raise ValueError("--allocator %s: CuPy runs under default, vram or vram_paged" % a.allocator)
     u8 = cupy.uint8

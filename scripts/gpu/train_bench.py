@@ -45,7 +45,10 @@ batch of the schedule for resnet. Every run with the same seed sees the
 same shapes and data, and determinism is asked of PyTorch
 (torch.use_deterministic_algorithms(True, warn_only=True), cuDNN
 deterministic, CUBLAS_WORKSPACE_CONFIG=:4096:8), so losses can be compared
-across allocators exactly.
+across allocators exactly. Where PyTorch has no deterministic kernel for an
+op it warns and goes on; those warnings are listed in the result
+(nondeterministic): such ops can make losses differ from run to run under
+any allocator.
 
 --cap-gib G caps the allocator's reserved memory at G GiB: for default and
 expandable through torch.cuda.set_per_process_memory_fraction right after
@@ -55,6 +58,15 @@ each allocator is capped by its own mechanism, as a user would). With
 preinstalled the cap is the caller's (put max_bytes in its configuration);
 --cap-gib then uses set_per_process_memory_fraction.
 
+--gpu-lock FILE: the process imports torch and the workload's libraries
+(the slow part of its start, some 15 s with transformers), then waits for
+an exclusive lock on FILE before it installs the allocator and starts CUDA,
+and holds it until it exits. Runs started together (one per allocator)
+thus import side by side but use the GPU one at a time, each still in a
+fresh process; lock_wait_s says how long a run waited. With --group-size N
+no run takes the lock before N runs have imported (or 90 s have passed), so
+no run's steps share the CPU with another's imports.
+
 Output: one JSON line on stdout (appended to --json FILE as well): workload,
 allocator, steps, batch, step_ms_median, step_ms_p95 (nearest rank),
 loss_final, losses_tail (last 5), losses (all), peak_allocated and
@@ -62,7 +74,8 @@ peak_reserved (bytes, torch.cuda.max_memory_*, over the whole run: the
 counters are reset once, before the model is built), ratio
 (reserved/allocated), allocated_idle (allocated between steps after the
 last one: weights, gradients, optimizer state), device_used_before/after
-(total - free from torch.cuda.mem_get_info, whole device), torch, gpu, ok.
+(total - free from torch.cuda.mem_get_info, whole device), import_s,
+lock_wait_s, build_s, wall_s, torch, gpu, ok.
 A failure prints the same line with ok false and the error (type and first
 line) and exits 1; an out-of-memory error exits 3 and writes its message
 (first 300 characters, on one line) to stderr, which is what vram fit reads
@@ -73,10 +86,12 @@ import json
 import math
 import os
 import random
+import signal
 import statistics
 import sys
 import time
 import traceback
+import warnings
 
 WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen")
 ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "preinstalled")
@@ -104,6 +119,12 @@ def parse_args(argv=None):
                     help="end the timed steps after this long (0: no limit); the line says truncated")
     ap.add_argument("--channels-last", action="store_true", help="resnet: channels_last memory format")
     ap.add_argument("--json", default="", help="append the result line to this file too")
+    ap.add_argument("--gpu-lock", default="",
+                    help="import everything, then wait for this lock file before touching the GPU")
+    ap.add_argument("--group-size", type=int, default=1,
+                    help="with --gpu-lock: wait until this many runs have imported before taking the lock")
+    ap.add_argument("--run-timeout", type=int, default=0,
+                    help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
     if a.batch == 0:
         a.batch = DEFAULT_BATCH[a.workload]
@@ -361,13 +382,67 @@ class Bench:
         return loss.detach()
 
 
+def preload(workload):
+    """Import the workload's libraries (no CUDA is touched)."""
+    if workload in ("gpt2", "kvgen"):
+        from transformers import GPT2Config, GPT2LMHeadModel  # noqa: F401
+    elif workload == "llama_lora":
+        from transformers import LlamaConfig, LlamaForCausalLM  # noqa: F401
+        try:
+            import peft  # noqa: F401
+        except Exception:
+            pass  # Bench.lora says so
+    elif workload == "resnet":
+        import torchvision  # noqa: F401
+
+
+_lock_file = None  # held until the process exits
+
+
+def gpu_lock(path, group=1, barrier_s=90):
+    """Wait until group runs are ready (a byte each in path.ready), then
+    for an exclusive lock on path; returns the seconds waited."""
+    global _lock_file
+    import fcntl
+    t = time.perf_counter()
+    if group > 1:
+        ready = path + ".ready"
+        with open(ready, "ab") as f:
+            f.write(b"x")
+        while os.path.getsize(ready) < group and time.perf_counter() - t < barrier_s:
+            time.sleep(0.05)
+    _lock_file = open(path, "a")
+    fcntl.flock(_lock_file.fileno(), fcntl.LOCK_EX)
+    return round(time.perf_counter() - t, 2)
+
+
+_nondeterministic = []  # what PyTorch warned has no deterministic implementation
+
+
+def watch_warnings():
+    """Keep the warnings of deterministic mode (warn_only) for the result:
+    ops whose results may differ from run to run, whatever the allocator."""
+    show = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        m = " ".join(str(message).split())
+        if "deterministic" in m and len(_nondeterministic) < 20:
+            short = m[:200]
+            if short not in _nondeterministic:
+                _nondeterministic.append(short)
+        show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+
 def install(a):
     """Put the allocator in place; nothing may have touched CUDA yet."""
     if a.allocator in ("vram", "vram_paged"):
+        import vram
         import vram.torch
         conf = vram_conf(a)
         vram.torch.install(conf)
-        return conf
+        return vram.config()
     if a.allocator == "expandable":
         return os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if a.allocator == "preinstalled":
@@ -381,6 +456,7 @@ def run(a, res):
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=True)
+    watch_warnings()
     random.seed(a.seed)
     torch.manual_seed(a.seed)
     try:
@@ -400,9 +476,15 @@ def run(a, res):
         res["cap_via"] = "set_per_process_memory_fraction(%.6f)" % frac
     elif a.cap_gib:
         res["cap_via"] = "vram max_bytes"
+    vt = sys.modules.get("vram.torch")
+    if vt is not None:  # installed here, or by vram run/fit --allocator vram at import torch
+        try:
+            res["vram_installed"] = bool(vt.installed())
+            res["vram"] = sys.modules["vram"].version()
+        except Exception as e:
+            res["vram_installed"] = "unknown (%s)" % qualname(e)
     if a.allocator == "preinstalled":
-        res["preinstalled"] = {"vram_loaded": any(m == "vram" or m.startswith("vram.") for m in sys.modules),
-                               "VRAM_ALLOC_CONF": os.environ.get("VRAM_ALLOC_CONF")}
+        res["preinstalled"] = {"VRAM_ALLOC_CONF": os.environ.get("VRAM_ALLOC_CONF")}
     free, total = torch.cuda.mem_get_info()
     res["device_used_before"] = total - free
     torch.cuda.reset_peak_memory_stats()
@@ -454,10 +536,20 @@ def run(a, res):
     res["shape_max"] = max(b.shapes) if a.workload == "resnet" else b.shapes[0]
     if b.notes:
         res["notes"] = b.notes
+    if _nondeterministic:
+        res["nondeterministic"] = list(_nondeterministic)
     del b
     free, total = torch.cuda.mem_get_info()
     res["device_used_after"] = total - free
     res["ok"] = True
+
+
+class RunTimeout(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise RunTimeout("over --run-timeout")
 
 
 def emit(a, res):
@@ -483,12 +575,21 @@ def main(argv=None):
         res["torch"] = torch.__version__
         res["cuda"] = torch.version.cuda
         try:
-            import transformers
-            res["transformers"] = transformers.__version__
+            from importlib import metadata
+            res["transformers"] = metadata.version("transformers")
         except Exception:
             pass
+        preload(a.workload)
+        res["import_s"] = round(time.perf_counter() - t_start, 2)
+        if a.gpu_lock:
+            res["lock_wait_s"] = gpu_lock(a.gpu_lock, a.group_size)
+        if a.run_timeout:
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.alarm(a.run_timeout)
         run(a, res)
+        signal.alarm(0)
     except BaseException as e:  # noqa: B902 - the line must come out whatever happened
+        signal.alarm(0)
         if isinstance(e, KeyboardInterrupt):
             res["error"] = "interrupted"
             code = 130

@@ -1,44 +1,67 @@
 #!/usr/bin/env bash
 # Allocators inside real PyTorch work, in one call on the GPU machine (one
 # H200): every workload of train_bench.py under every allocator, each run a
-# fresh process alone on the GPU; then vram fit (the largest batch under a
-# cap) for default, expandable and vram_paged on two workloads; then a check
-# that no process still holds device memory, and the summary.
+# fresh process; then vram fit (the largest batch under a cap) for default,
+# expandable and vram_paged on two workloads; then a check that no process
+# still holds device memory, and the summary.
 #
 #   scripts/gpu/train_bench.sh        needs python3 with torch, transformers,
 #                                     torchvision, peft; the vram package on
 #                                     PYTHONPATH (python/ of the checkout is
-#                                     added when PYTHONPATH is unset); vram fit
+#                                     added when PYTHONPATH is unset) and its
+#                                     libvram.so (VRAM_LIBRARY, else .gpu/libvram.so
+#                                     when there, else the package's own); vram fit
 #                                     needs .gpu/vram (go build -o .gpu/vram
 #                                     ./cmd/vram here)
 #
-# Results in $OUT (default /tmp/vram-train): train.jsonl (one line per run),
-# train.log (everything), runs/ (each run's output), fit/ (vram fit's JSON and table per workload and
-# allocator, the trials' own lines in *.trials.jsonl, meta.jsonl), env.txt,
-# leftover.txt, percall.jsonl (PERCALL=1) and summary.md.
+# The runs of one workload start together, one process per allocator: they
+# import torch and transformers side by side (some 15 s), wait until all
+# have, then take the GPU one at a time through a lock file (train_bench.py
+# --gpu-lock, --group-size), so each run has the GPU and the CPU to itself
+# and its own fresh process.
 #
-# Time on an H200 (estimates; the log prints the elapsed time of each part):
-#   start-up of a run: ~6-10 s (import torch and transformers, CUDA, model)
-#   gpt2        60 steps (10 warm-up), ~40-60 ms each:     ~12 s a run, ~50 s for 4
-#   kvgen       20 generate calls (3 warm-up), ~1-2 s each: ~30-50 s a run, ~170 s for 4
-#   llama_lora  60 steps, ~100-150 ms each:                ~18 s a run,  ~75 s for 4
-#   resnet      60 steps, ~50-80 ms each:                  ~11 s a run,  ~45 s for 4
-#   vram fit    ~8 trials of ~8 s (resnet) or ~15 s (kvgen) per search, the
-#               six searches side by side (each capped, 6 x 16 GiB):  ~150 s
-#   percall     (PERCALL=1, off by default) ~10-15 s per allocator:    ~80 s
-# About 6.5 minutes in all; DEADLINE_S (default 520) bounds it: runs that
-# would start after MAIN_BUDGET_S (330) are skipped and listed, and the fit
-# searches are ended (each prints the table so far) at the deadline.
+# Results in $OUT (default /tmp/vram-train): train.jsonl (one line per run),
+# train.log (everything), runs/ (each run's output), fit/ (vram fit's JSON
+# and table per workload and allocator, the trials' own lines in
+# *.trials.jsonl, meta.jsonl), env.txt, leftover.txt, percall.jsonl
+# (PERCALL=1) and summary.md.
+#
+# Time on an H200, from single runs of train_bench.py under default and
+# expandable (torch 2.11, transformers 5.17); the log prints the elapsed
+# time of each part:
+#   imports     ~15 s with transformers, ~6 s without: once per workload
+#   resnet      60 steps (10 warm-up), ~40 ms each (p95 ~180: new batch
+#               sizes), ~1 s to build:                     ~6 s a run,  ~30 s for 4
+#   gpt2        60 steps, ~230 ms each (every length a new shape), ~4 s to
+#               build and start CUDA:                    ~21 s a run, ~100 s for 4
+#   llama_lora  60 steps, ~350 ms each, timed part bounded by MAX_SECONDS
+#               (18 s, ~50 steps):                        ~25 s a run, ~115 s for 4
+#   kvgen       5 generate calls (1 warm-up, ~10 s at the largest shape),
+#               ~6 s each (~30 ms a token), timed part bounded by
+#               MAX_SECONDS (~3 calls):                   ~37 s a run, ~165 s for 4
+#   vram fit    6 searches side by side (resnet under 16 GiB, gpt2 under
+#               24 GiB), ~5-8 trials each of ~8 s (resnet) or ~20 s (gpt2,
+#               its imports included):                                  ~120 s
+#   percall     (PERCALL=1, off by default) ~10-15 s per allocator:      ~80 s
+# About 9 minutes in all, with little slack: DEADLINE_S (525) bounds it. A
+# workload's runs do not start after MAIN_BUDGET_S (330 s) and are listed as
+# skipped; the fit searches end at the deadline (each prints its table so
+# far; the summary marks them cut short). With the time short, split it in
+# two calls: FIT=0, then RUNS=0 with FIT_FROM naming the first call's
+# train.jsonl (carried along; without it the ranges are guessed from
+# figures seen on the H200), or trim with WORKLOADS / ALLOCATORS / STEPS.
 #
 # Subsets and knobs (environment):
-#   WORKLOADS="gpt2 kvgen llama_lora resnet"   ALLOCATORS="default expandable vram vram_paged"
+#   WORKLOADS="resnet gpt2 llama_lora kvgen"   ALLOCATORS="default expandable vram vram_paged"
+#   RUNS=0|1 (1)         the runs above (0: only fit, over ranges guessed without them)
 #   STEPS / WARMUP       total and warm-up steps of the training workloads (60 / 10)
-#   KV_STEPS / KV_WARMUP the same for kvgen (20 / 3)
-#   MAX_SECONDS          bound on the timed steps of one run (45; the line says truncated)
-#   FIT=0|1 (1)          FIT_WORKLOADS="kvgen resnet"  FIT_ALLOCATORS="default expandable vram_paged"
-#   FIT_CAP_GIB (16)     cap of every fit workload; FIT_CAP_GPT2 (48), FIT_CAP_LLAMA (24)
-#                        for those two (whole GiB); FIT_MEM_GIB (112): the searches
-#                        running at once hold at most this much under their caps
+#   KV_STEPS / KV_WARMUP the same for kvgen (5 / 1)
+#   MAX_SECONDS          bound on the timed steps of one run (18; the line says truncated)
+#   FIT=0|1 (1)          FIT_WORKLOADS="resnet gpt2"  FIT_ALLOCATORS="default expandable vram_paged"
+#   FIT_CAP_GIB (16)     cap of the fit workloads, whole GiB; FIT_CAP_GPT2 (24),
+#                        FIT_CAP_LLAMA (24), FIT_CAP_KV (6) for those; FIT_MEM_GIB
+#                        (120): the searches running at once hold at most this much
+#   FIT_FROM             train.jsonl the fit ranges are estimated from ($OUT/train.jsonl)
 #   FIT_VIA=fit|job      vram_paged in fit: through vram fit --allocator vram
 #                        --alloc-conf page_mapped:true,max_bytes:CAP (fit; the default
 #                        when vram fit has --alloc-conf) or installed by train_bench.py
@@ -49,31 +72,34 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/vram-train}
 PY=${PY:-python3}
 VRAM=${VRAM:-./.gpu/vram}
-WORKLOADS=${WORKLOADS:-gpt2 kvgen llama_lora resnet}
+WORKLOADS=${WORKLOADS:-resnet gpt2 llama_lora kvgen}
 ALLOCATORS=${ALLOCATORS:-default expandable vram vram_paged}
 STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-10}
-KV_STEPS=${KV_STEPS:-20}
-KV_WARMUP=${KV_WARMUP:-3}
-MAX_SECONDS=${MAX_SECONDS:-45}
-RUN_TIMEOUT=${RUN_TIMEOUT:-150}
+KV_STEPS=${KV_STEPS:-5}
+KV_WARMUP=${KV_WARMUP:-1}
+MAX_SECONDS=${MAX_SECONDS:-18}
+RUN_TIMEOUT=${RUN_TIMEOUT:-90}
+RUNS=${RUNS:-1}
 FIT=${FIT:-1}
-FIT_WORKLOADS=${FIT_WORKLOADS:-kvgen resnet}
+FIT_WORKLOADS=${FIT_WORKLOADS:-resnet gpt2}
 FIT_ALLOCATORS=${FIT_ALLOCATORS:-default expandable vram_paged}
-FIT_MEM_GIB=${FIT_MEM_GIB:-112}
+FIT_MEM_GIB=${FIT_MEM_GIB:-120}
 FIT_TRIAL_TIMEOUT=${FIT_TRIAL_TIMEOUT:-240}
+FIT_FROM=${FIT_FROM:-$OUT/train.jsonl}
 PERCALL=${PERCALL:-0}
-DEADLINE_S=${DEADLINE_S:-520}
+DEADLINE_S=${DEADLINE_S:-525}
 MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
 B=scripts/gpu/train_bench.py
 S=scripts/gpu/train_summary.py
 F=$OUT/fit
 if [ -z "${PYTHONPATH:-}" ] && [ -d python/vram ]; then export PYTHONPATH=$PWD/python; fi
+if [ -z "${VRAM_LIBRARY:-}" ] && [ -f .gpu/libvram.so ]; then export VRAM_LIBRARY=$PWD/.gpu/libvram.so; fi
 rm -rf "$F" "$OUT/runs"
 mkdir -p "$OUT/runs" "$F"
 : > "$OUT/train.jsonl"
 [ "$PERCALL" = 1 ] && : > "$OUT/percall.jsonl"
-exec > >(tee -a "$OUT/train.log") 2>&1
+exec > >(tee "$OUT/train.log") 2>&1
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
 part() { echo "== $* at $(el) s"; }
@@ -87,40 +113,60 @@ def v(p):
     except Exception: return "-"
 print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
       "transformers", v("transformers"), "torchvision", v("torchvision"), "peft", v("peft"), "cupy", v("cupy-cuda13x"), v("cupy"))' 2>&1
-	echo "PYTHONPATH=${PYTHONPATH:-}"
+	echo "PYTHONPATH=${PYTHONPATH:-} VRAM_LIBRARY=${VRAM_LIBRARY:-}"
 } | tee "$OUT/env.txt"
 
-# bench WORKLOAD ALLOCATOR ARGS...: one run; its JSON line goes to train.jsonl
-# (a line saying why is written when the run left none).
-bench() {
-	local w=$1 a=$2; shift 2
-	local before after rc t1=$(date +%s)
-	before=$(wc -l < "$OUT/train.jsonl")
-	timeout -k 10 "$RUN_TIMEOUT" $PY $B --workload "$w" --allocator "$a" --json "$OUT/train.jsonl" "$@" > "$OUT/runs/$w.$a.log" 2>&1
-	rc=$?
-	grep -v '^{' "$OUT/runs/$w.$a.log" | tail -n 8
-	after=$(wc -l < "$OUT/train.jsonl")
-	if [ "$after" -eq "$before" ]; then
-		printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "exit status %s without a result line (124: over %s s)"}\n' \
-			"$w" "$a" "$rc" "$RUN_TIMEOUT" >> "$OUT/train.jsonl"
-	fi
-	echo "-- $w $a: exit $rc in $(( $(date +%s) - t1 )) s: $(tail -n 1 "$OUT/train.jsonl" | cut -c1-400)"
+# has_line WORKLOAD ALLOCATOR: train.jsonl has the run's line.
+has_line() { grep -q "^{\"workload\": \"$1\", \"allocator\": \"$2\"" "$OUT/train.jsonl"; }
+
+# group WORKLOAD ARGS...: one run per allocator, started together; they
+# take the GPU one at a time. A run that left no line gets one saying why.
+group() {
+	local w=$1 a n=0 rc; shift
+	local -A pids=()
+	for a in $ALLOCATORS; do n=$((n + 1)); done
+	rm -f "$OUT/gpu.lock" "$OUT/gpu.lock.ready"
+	for a in $ALLOCATORS; do
+		timeout -k 10 $(( RUN_TIMEOUT * n + 120 )) $PY $B --workload "$w" --allocator "$a" \
+			--gpu-lock "$OUT/gpu.lock" --group-size "$n" --run-timeout "$RUN_TIMEOUT" \
+			--json "$OUT/train.jsonl" "$@" > "$OUT/runs/$w.$a.log" 2>&1 &
+		pids[$a]=$!
+	done
+	for a in $ALLOCATORS; do
+		wait "${pids[$a]}"
+		rc=$?
+		if ! has_line "$w" "$a"; then
+			printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "exit status %s without a result line (124: timed out)"}\n' \
+				"$w" "$a" "$rc" >> "$OUT/train.jsonl"
+		fi
+		echo "-- $w $a: exit $rc: $(grep "^{\"workload\": \"$w\", \"allocator\": \"$a\"" "$OUT/train.jsonl" | tail -n 1 |
+			$PY -c 'import json,sys
+d=json.loads(sys.stdin.read())
+keys=("ok","error","step_ms_median","step_ms_p95","ratio","peak_reserved","loss_final","timed_steps","truncated","import_s","lock_wait_s","build_s","wall_s","notes")
+print(json.dumps({k: d[k] for k in keys if k in d}))' 2>&1)"
+		grep -v '^{' "$OUT/runs/$w.$a.log" | grep -v -i -e warn -e 'run_backward' | tail -n 4
+	done
 }
 
-part "runs: workloads [$WORKLOADS], allocators [$ALLOCATORS]"
-for w in $WORKLOADS; do
-	tw=$(date +%s)
-	if [ "$w" = kvgen ]; then steps=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else steps=(--steps "$STEPS" --warmup "$WARMUP"); fi
-	for a in $ALLOCATORS; do
+if [ "$RUNS" = 1 ]; then
+	part "runs: workloads [$WORKLOADS], allocators [$ALLOCATORS]"
+	for w in $WORKLOADS; do
 		if [ "$(el)" -ge "$MAIN_BUDGET_S" ]; then
-			echo "-- $w $a: skipped, $(el) s past the budget of $MAIN_BUDGET_S s for the runs"
-			printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "skipped: the time budget was spent"}\n' "$w" "$a" >> "$OUT/train.jsonl"
+			echo "-- $w: skipped, $(el) s is past the budget of $MAIN_BUDGET_S s for the runs"
+			for a in $ALLOCATORS; do
+				printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "skipped: the time budget was spent"}\n' "$w" "$a" >> "$OUT/train.jsonl"
+			done
 			continue
 		fi
-		bench "$w" "$a" "${steps[@]}" --max-seconds "$MAX_SECONDS"
+		tw=$(date +%s)
+		if [ "$w" = kvgen ]; then
+			group "$w" --steps "$KV_STEPS" --warmup "$KV_WARMUP" --max-seconds "$MAX_SECONDS"
+		else
+			group "$w" --steps "$STEPS" --warmup "$WARMUP" --max-seconds "$MAX_SECONDS"
+		fi
+		part "workload $w done in $(( $(date +%s) - tw )) s"
 	done
-	part "workload $w done in $(( $(date +%s) - tw )) s"
-done
+fi
 
 if [ "$PERCALL" = 1 ]; then
 	part "per-call cost from Python"
@@ -134,8 +180,9 @@ fi
 
 fit_cap() {
 	case $1 in
-	gpt2) echo "${FIT_CAP_GPT2:-48}" ;;
+	gpt2) echo "${FIT_CAP_GPT2:-24}" ;;
 	llama_lora) echo "${FIT_CAP_LLAMA:-24}" ;;
+	kvgen) echo "${FIT_CAP_KV:-6}" ;;
 	*) echo "${FIT_CAP_GIB:-16}" ;;
 	esac
 }
@@ -144,7 +191,7 @@ fit_cap() {
 search() {
 	local tag=$1 w=$2 a=$3 cap=$4 lo=$5 hi=$6 left
 	local steps=(--steps 3 --warmup 1) flags=() ja=$a capargs=(--cap-gib "$cap")
-	[ "$w" = kvgen ] && steps=(--steps 2 --warmup 1)
+	[ "$w" = kvgen ] && steps=(--steps 1 --warmup 0)
 	if [ "$a" = vram_paged ] && [ "$FIT_VIA" = fit ]; then
 		flags=(--allocator vram --alloc-conf "page_mapped:true,max_bytes:${cap}GiB")
 		ja=preinstalled capargs=()
@@ -165,7 +212,7 @@ search() {
 fit_job() {
 	local w=$1 a=$2 cap lo hi r
 	cap=$(fit_cap "$w")
-	read -r lo hi < <($PY $S --fit-range "$OUT/train.jsonl" "$w" "$a" "$cap")
+	read -r lo hi < <($PY $S --fit-range "$FIT_FROM" "$w" "$a" "$cap")
 	search "fit-$w-$a" "$w" "$a" "$cap" "$lo" "$hi"
 	r=$($PY $S --fit-retry "$F/fit-$w-$a.json")
 	if [ -n "$r" ]; then

@@ -30,8 +30,11 @@ RATIO_MAX = 1.03
 STEP_TOL = 0.01
 BATCH_GAIN = 0.05
 BATCH_WORKLOADS = 2
-# --min/--max for vram fit when no run tells the memory per batch element.
-FIT_FALLBACK = {"gpt2": (4, 64), "resnet": (64, 1024), "llama_lora": (4, 128), "kvgen": (32, 1024)}
+# (memory between steps, reserved per batch element at the largest shape) in
+# bytes, seen under PyTorch's default allocator on an H200 (torch 2.11,
+# transformers 5.17): the guess for vram fit's range when no run tells.
+FIT_FALLBACK = {"resnet": (0.38e9, 56e6), "gpt2": (2.07e9, 1.65e9), "llama_lora": (1.8e9, 0.6e9),
+                "kvgen": (0.74e9, 75e6)}
 
 
 def read_jsonl(path):
@@ -67,27 +70,27 @@ def fit_range(rows, workload, allocator, cap_gib):
     runs = latest(rows)
     cands = [runs.get((workload, allocator)), runs.get((workload, "default"))]
     cands += [r for (w, _), r in sorted(runs.items(), key=lambda kv: str(kv[0])) if w == workload]
+    figures = []
     for r in cands:
         if not r or not r.get("ok"):
             continue
         peak, idle, b = r.get("peak_reserved"), r.get("allocated_idle"), r.get("batch")
-        if not peak or idle is None or not b:
-            continue
-        per = (peak - idle) / b
-        if per <= 0:
-            continue
+        if peak and idle is not None and b and peak > idle:
+            figures.append((idle, (peak - idle) / b))
+    if workload in FIT_FALLBACK:
+        figures.append(FIT_FALLBACK[workload])
+    for idle, per in figures:
         est = (cap_gib * GiB - idle) / per
-        if est < 2:
-            continue
-        lo = max(1, int(math.floor(0.6 * est)))
-        return lo, max(lo + 1, 2 * lo)
-    return FIT_FALLBACK.get(workload, (1, 1024))
+        if est >= 2:
+            lo = max(1, int(math.floor(0.6 * est)))
+            return lo, max(lo + 1, 2 * lo)
+    return 1, 1024
 
 
 def fit_retry(res):
     """(min, max) for a second search when the first hit an end of its
     range: the smallest batch did not fit, or the largest did; else None."""
-    if not res:
+    if not res or res.get("failure"):
         return None
     trials = [t for t in res.get("trials") or [] if t.get("outcome") != "skipped"]
     if not trials:
@@ -132,9 +135,15 @@ def load_fits(d):
 def summarise_fit(res):
     ran = [t for t in res.get("trials") or [] if t.get("outcome") != "skipped"]
     n = len(ran)
+    if res.get("failure"):
+        f = res["failure"]
+        return {"text": "failed at batch %s, exit status %s (%d trials)" % (f.get("batch"), f.get("exit_code"), n),
+                "max": None, "trials": n, "stop": res.get("stop")}
     if not res.get("found"):
         return {"text": "none fits (%d trials)" % n, "max": None, "trials": n, "stop": res.get("stop")}
     m = res.get("max_batch")
+    if res.get("stop") == "cancelled":  # ended at the deadline: a lower bound only
+        return {"text": "≥%d (cut short after %d trials)" % (m, n), "max": None, "trials": n, "stop": "cancelled"}
     at_top = str(res.get("stop", "")).startswith("the largest batch allowed")
     return {"text": "%s%d (%d trials)" % ("≥" if at_top else "", m, n), "max": m, "at_top": at_top,
             "trials": n, "stop": res.get("stop")}
@@ -205,9 +214,11 @@ def workload_table(w, runs, fits):
             fnum(r.get("step_ms_median"), "%.2f") + trunc, fnum(r.get("step_ms_p95"), "%.2f"), rel,
             fnum(r.get("loss_final"), "%.6g"), ident, diff, fit))
     notes = sorted({n for a in allocs for n in (runs.get((w, a)) or {}).get("notes", [])})
-    if notes:
+    nondet = sorted({n for a in allocs for n in (runs.get((w, a)) or {}).get("nondeterministic", [])})
+    if notes or nondet:
         lines.append("")
         lines += ["note: " + n for n in notes]
+        lines += ["nondeterministic (losses may differ run to run under any allocator): " + n for n in nondet]
     lines.append("")
     return lines
 
@@ -382,6 +393,13 @@ def self_test():
             self.assertIn("| no (step 1) | 1e-06 |", text)
             self.assertIn("| vram | failed: ", text)
 
+        def test_nondeterministic_ops_listed(self):
+            r = run("gpt2", "default", 1.6, 100.0, [5.0])
+            r["nondeterministic"] = ["scatter_add_cuda_kernel does not have a deterministic implementation"]
+            self.write([r, run("gpt2", "vram", 1.0, 100.0, [5.0])])
+            self.assertIn("nondeterministic (losses may differ run to run under any allocator): scatter_add_cuda_kernel",
+                          summary(self.d)[0])
+
         def test_nan_losses_and_truncation(self):
             nan = float("nan")
             self.assertTrue(compare_losses({"losses": [1.0, nan]}, {"losses": [1.0, nan]})[0])
@@ -396,9 +414,11 @@ def self_test():
             self.assertEqual(fit_range(rows, "kvgen", "default", 16), (92, 184))
             self.assertEqual(fit_range(rows, "kvgen", "vram_paged", 16), (184, 368))
             self.assertEqual(fit_range(rows, "kvgen", "expandable", 16), (92, 184))  # default's run
-            self.assertEqual(fit_range(rows, "resnet", "default", 16), FIT_FALLBACK["resnet"])
+            # No run: the figures seen on the H200, 0.38 GB + 56 MB a batch element.
+            self.assertEqual(fit_range(rows, "resnet", "default", 16), (179, 358))  # 0.6 x 299.99
             bad = [dict(rows[0], ok=False)]
-            self.assertEqual(fit_range(bad, "kvgen", "default", 16), FIT_FALLBACK["kvgen"])
+            self.assertEqual(fit_range(bad, "kvgen", "default", 16), (131, 262))  # 0.6 x (16 GiB - 0.74 GB) / 75 MB
+            self.assertEqual(fit_range([], "other", "default", 16), (1, 1024))
 
         def test_fit_retry(self):
             self.assertEqual(fit_retry(fit(False, 0, "even the smallest", [(92, "oom")])), (23, 91))
@@ -406,6 +426,19 @@ def self_test():
                                            [(92, "fits"), (184, "fits")])), (184, 368))
             self.assertIsNone(fit_retry(fit(True, 150, "150 fits and 151 does not", [(92, "fits")])))
             self.assertIsNone(fit_retry(fit(False, 0, "batch 92 failed", [(92, "failed")])))
+            failed = dict(fit(False, 46, "batch 92 failed", [(92, "oom"), (46, "fits"), (69, "failed")]),
+                          failure={"batch": 69, "exit_code": 1, "tail": ["Traceback"]})
+            self.assertIsNone(fit_retry(failed))
+            self.assertEqual(summarise_fit(failed)["text"], "failed at batch 69, exit status 1 (3 trials)")
+            self.assertIsNone(summarise_fit(failed)["max"])
+
+        def test_cancelled_fit_is_no_answer(self):
+            self.write([run("gpt2", "expandable", 1.1, 1.0, [1.0]), run("gpt2", "vram_paged", 1.0, 1.0, [1.0])],
+                       {"fit-gpt2-expandable.json": fit(True, 10, "10 fits and 11 does not", [(6, "fits")]),
+                        "fit-gpt2-vram_paged.json": fit(True, 12, "cancelled", [(6, "fits"), (12, "fits")])})
+            text, _ = summary(self.d)
+            self.assertIn("| ≥12 (cut short after 2 trials) |", text)
+            self.assertIn("largest batch ≥ 5 % above expandable on ≥ 2 workloads: no fits", text)
 
         def test_retry_file_wins(self):
             self.write([run("kvgen", "expandable", 1.1, 1.0, [1.0])],
