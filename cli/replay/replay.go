@@ -21,6 +21,7 @@ import (
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cuda"
 	"github.com/vramhq/vram/trace/replay"
+	"github.com/vramhq/vram/units"
 )
 
 // DefaultCapacity is the simulated device's size: an H200's 141 GiB.
@@ -128,7 +129,7 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 	switch f.device {
 	case "sim":
 		devFunc = replay.SimDevice(capacity)
-		devLabel = "simulated device of " + replay.FormatBytes(capacity)
+		devLabel = "simulated device of " + units.FormatBytes(capacity)
 	case "cuda":
 		if capacitySet {
 			return usageError{errors.New("--capacity applies to --device sim only (the GPU's own memory is the capacity with --device cuda)")}
@@ -267,7 +268,7 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 		case r.OOM != nil:
 			minc, ratio = "did not fit", "-"
 		case r.MinCapacity != nil && r.MinCapacity.Found:
-			minc, ratio = replay.FormatBytes(r.MinCapacity.Bytes), fmt.Sprintf("%.3f", r.MinCapacityOverLive())
+			minc, ratio = units.FormatBytes(r.MinCapacity.Bytes), fmt.Sprintf("%.3f", r.MinCapacityOverLive())
 		case r.MinCapacity != nil:
 			minc = "not found"
 		}
@@ -276,8 +277,8 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 			p50, p99 = fmt.Sprint(r.Latency.P50), fmt.Sprint(r.Latency.P99)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t\n",
-			r.Trace, r.Policy, r.Ops, replay.FormatBytes(r.PeakLiveBytes), replay.FormatBytes(r.PeakReservedBytes),
-			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, r.WallSeconds, replay.FormatBytes(r.LeakedBytes))
+			r.Trace, r.Policy, r.Ops, units.FormatBytes(r.PeakLiveBytes), units.FormatBytes(r.PeakReservedBytes),
+			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, r.WallSeconds, units.FormatBytes(r.LeakedBytes))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\non the %s; ns/op is host time per allocate or free; total s is the wall time of the timed pass", devLabel)
@@ -304,7 +305,7 @@ func notesOf(reports []*replay.Report) notes {
 		who := r.Trace + " " + r.Policy
 		if r.OOM != nil {
 			n.ooms++
-			n.lines = append(n.lines, fmt.Sprintf("%s: ran out of memory at record %d (%s); the replay stopped there", who, r.OOM.Record, replay.FormatBytes(r.OOM.Size)))
+			n.lines = append(n.lines, fmt.Sprintf("%s: ran out of memory at record %d (%s); the replay stopped there", who, r.OOM.Record, units.FormatBytes(r.OOM.Size)))
 		}
 		if r.SkippedFailures > 0 {
 			n.lines = append(n.lines, fmt.Sprintf("%s: skipped %d allocate failure records", who, r.SkippedFailures))
@@ -324,7 +325,7 @@ func notesOf(reports []*replay.Report) notes {
 			n.lines = append(n.lines, fmt.Sprintf("%s: the device had %d bytes less free memory after the replay than before it", who, r.DeviceLeakedBytes))
 		}
 		if r.MinCapacity != nil && !r.MinCapacity.Found {
-			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, replay.FormatBytes(r.MinCapacity.Bytes)))
+			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, units.FormatBytes(r.MinCapacity.Bytes)))
 		}
 	}
 	return n

@@ -12,6 +12,7 @@ import (
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cli"
 	"github.com/vramhq/vram/cuda"
+	"github.com/vramhq/vram/units"
 )
 
 func vram(args ...string) (code int, stdout, stderr string) {
@@ -34,11 +35,11 @@ func TestTable(t *testing.T) {
 	row := strings.Fields(lines[1])
 	// small default 5 ops, 6 MiB live, 22 MiB reserved, 3.667, min capacity
 	// 22-23 MiB, 2 driver calls, p50, p99, total seconds, 2 MiB leaked.
-	if len(row) != 17 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6MiB" ||
-		row[5]+row[6] != "22MiB" || row[7] != "3.667" || row[11] != "2" || row[15]+row[16] != "2MiB" {
+	if len(row) != 17 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6.00MiB" ||
+		row[5]+row[6] != "22.00MiB" || row[7] != "3.667" || row[11] != "2" || row[15]+row[16] != "2.00MiB" {
 		t.Errorf("row %q", lines[1])
 	}
-	if !strings.Contains(out, "on the simulated device of 141 GiB") {
+	if !strings.Contains(out, "on the simulated device of 141.00 GiB") {
 		t.Errorf("no device line in\n%s", out)
 	}
 	// The notes go to stderr: one skipped failure, one unknown free.
@@ -111,7 +112,7 @@ func TestProgress(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"vram replay: small default: replaying", "bisection pass 1: cap 22 MiB completes"} {
+	for _, want := range []string{"vram replay: small default: replaying", "bisection pass 1: cap 22.00 MiB completes"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("no %q in stderr:\n%s", want, errs)
 		}
@@ -124,8 +125,28 @@ func TestOutOfMemory(t *testing.T) {
 		t.Errorf("exit %d, want 1", code)
 	}
 	if !strings.Contains(out, "did not fit") || !strings.Contains(errs, "ran out of memory at record") ||
-		!strings.Contains(errs, "vram: 1 of 1 replays ran out of memory on the simulated device of 256 MiB") {
+		!strings.Contains(errs, "vram: 1 of 1 replays ran out of memory on the simulated device of 256.00 MiB") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
+
+// Sizes are printed by units.FormatBytes, in every unit a uint64 reaches.
+func TestSizesInTheTable(t *testing.T) {
+	for _, tc := range []struct{ capacity, want string }{
+		{"9223372036854775808", "on the simulated device of 8.00 EiB"},
+		{"3PiB", "on the simulated device of 3.00 PiB"},
+		{"40GiB", "on the simulated device of 40.00 GiB"},
+	} {
+		code, out, errs := vram("--no-min-capacity", "--capacity", tc.capacity, "testdata/small.csv")
+		if code != 0 {
+			t.Fatalf("--capacity %s: exit %d, stderr %q", tc.capacity, code, errs)
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("--capacity %s: no %q in\n%s", tc.capacity, tc.want, out)
+		}
+		if !strings.Contains(out, units.FormatBytes(22<<20)) {
+			t.Errorf("--capacity %s: the reserved peak is not printed as %q:\n%s", tc.capacity, units.FormatBytes(22<<20), out)
+		}
 	}
 }
 

@@ -186,14 +186,3 @@ func TestCalibrateTimer(t *testing.T) {
 		t.Errorf("timer overhead %d ns", o)
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for _, tc := range []struct {
-		in   uint64
-		want string
-	}{{512, "512 B"}, {1536, "1.5 KiB"}, {4971 * mib, "4971 MiB"}, {11584667648, "10.8 GiB"}, {141 << 30, "141 GiB"}} {
-		if got := FormatBytes(tc.in); got != tc.want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
