@@ -18,6 +18,7 @@ import (
 	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/gpu/gputest"
+	"github.com/vramhq/vram/units"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -243,5 +244,60 @@ func TestWatchFormats(t *testing.T) {
 	}
 	if code != 0 || n != 3 {
 		t.Errorf("json lines: exit %d, %d lines", code, n)
+	}
+}
+
+// Sizes in status and watch tables are units.FormatBytes's, as in every
+// other vram command (reclaim, run, replay): one amount reads the same
+// everywhere.
+func TestTablesUseUnitsFormat(t *testing.T) {
+	jsonOut, errs, code := run(t, testEnv(nil, nil), "status", "--json", "--gpu", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var v struct {
+		Devices []struct {
+			Memory struct {
+				Total uint64 `json:"total_bytes"`
+				Used  uint64 `json:"used_bytes"`
+				Free  uint64 `json:"free_bytes"`
+			} `json:"memory"`
+		} `json:"devices"`
+		Processes []struct {
+			PID         uint32 `json:"pid"`
+			MemoryBytes uint64 `json:"memory_bytes"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(jsonOut), &v); err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := run(t, testEnv(nil, nil), "status", "--gpu", "0")
+	rows := map[string]string{}
+	for _, l := range strings.Split(text, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = l
+		}
+	}
+	d := v.Devices[0].Memory
+	for _, b := range []uint64{d.Used, d.Free, d.Total} {
+		if want := units.FormatBytes(b); !strings.Contains(rows["0"], want) {
+			t.Errorf("GPU 0 row %q does not show %q", rows["0"], want)
+		}
+	}
+	for _, p := range v.Processes {
+		row := rows[fmt.Sprint(p.PID)]
+		if want := units.FormatBytes(p.MemoryBytes); !strings.Contains(row, "  "+want+"  ") {
+			t.Errorf("PID %d row %q does not show %q", p.PID, row, want)
+		}
+	}
+
+	e := testEnv(nil, nil)
+	e.Now = time.Now
+	out, errs, code := run(t, e, "watch", "--gpu", "0", "--interval", "10ms", "--count", "1", "--memory-only")
+	if code != 0 {
+		t.Fatalf("watch: exit %d: %s", code, errs)
+	}
+	if want := units.FormatBytes(30 << 30); !strings.Contains(out, want) {
+		t.Errorf("watch table does not show %q:\n%s", want, out)
 	}
 }

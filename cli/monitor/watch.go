@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/units"
 )
 
 // WatchSchema names the layout of each vram watch --json line.
@@ -179,7 +180,7 @@ func (p *watchPrinter) keep(ps *gpu.ProcessStat) bool {
 
 // Column widths of the table.
 const (
-	colTime, colGPU, colPID, colBytes, colSamples = 12, 4, 8, 10, 7
+	colTime, colGPU, colPID, colBytes, colSamples = 12, 4, 8, 11, 7
 	tableTime                                     = "15:04:05.000"
 )
 
@@ -244,7 +245,7 @@ func (p *watchPrinter) table(b []byte, iv *gpu.Interval) []byte {
 		b = padLeft(b, start, colPID)
 		for _, v := range [4]uint64{st.Last, st.Min, st.Max, st.Mean()} {
 			b = append(b, ' ')
-			b = padLeft(appendHumanBytes(b, v), len(b), colBytes)
+			b = padLeft(units.AppendBytes(b, v), len(b), colBytes)
 		}
 		b = append(b, ' ')
 		b = padLeft(strconv.AppendInt(b, int64(st.N), 10), len(b), colSamples)
