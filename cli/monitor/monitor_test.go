@@ -172,10 +172,19 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
+		// The watch cases that a bug could let run stop after one line.
 		{[]string{"watch", "--interval", "5ms"}, "--interval 5ms: must be between 10ms and 1h"},
 		{[]string{"watch", "--interval", "2h"}, "--interval 2h0m0s: must be between 10ms and 1h"},
 		{[]string{"watch", "--format", "xml"}, `--format "xml": must be table, csv or json`},
 		{[]string{"watch", "--pid", "1", "--memory-only"}, "--pid needs process sampling"},
+		{[]string{"watch", "--processes", "--memory-only", "--count", "1", "--interval", "10ms"}, "--processes needs process sampling: it cannot be used with --memory-only"},
+		{[]string{"watch", "--memory-only", "--process-interval", "10ms", "--count", "1", "--interval", "10ms"}, "--process-interval sets how often processes are sampled: it cannot be used with --memory-only"},
+		{[]string{"watch", "--format", "table", "--json", "--count", "1", "--interval", "10ms"}, "--format table and --json cannot be used together"},
+		{[]string{"watch", "--format", "json", "--csv", "--count", "1", "--interval", "10ms"}, "--format json and --csv cannot be used together"},
+		{[]string{"watch", "--json", "--csv"}, "--json and --csv cannot be used together"},
+		{[]string{"watch", "--pid", "-5", "--count", "1", "--interval", "10ms"}, "--pid -5: not a process ID (PIDs are 1 to 4194304)"},
+		{[]string{"watch", "--pid", "1000,0", "--count", "1", "--interval", "10ms"}, "--pid 0: not a process ID"},
+		{[]string{"watch", "--pid", "5000000000", "--count", "1", "--interval", "10ms"}, "--pid 5000000000: not a process ID"},
 		{[]string{"watch", "--sample-interval", "2s"}, "--sample-interval 2s: must be between 1ms and the interval (1s)"},
 		{[]string{"status", "--json", "--csv"}, "--json and --csv cannot be used together"},
 		{[]string{"status", "--gpu", "9"}, "--gpu 9: this host has 8 GPUs (0-7)"},
@@ -187,6 +196,16 @@ func TestUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", tt.args, code, errs, tt.want)
 		}
+	}
+}
+
+// A short format flag that agrees with --format is not a conflict.
+func TestWatchFormatAgreeing(t *testing.T) {
+	e := testEnv(nil, nil)
+	e.Now = time.Now
+	out, errs, code := run(t, e, "watch", "--gpu", "0", "--interval", "10ms", "--count", "1", "--memory-only", "--format", "json", "--json")
+	if code != 0 || !strings.HasPrefix(out, `{"schema":"`+monitor.WatchSchema) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
 

@@ -19,10 +19,10 @@ import (
 // refPrint is the watch output written with fmt, encoding/csv and
 // encoding/json, as vram watch first did: the reference the printer must
 // match byte for byte.
-func refPrint(w io.Writer, format string, processes bool, pids []uint, info gpu.HostInfo, interval time.Duration, ivs []*gpu.Interval) {
+func refPrint(w io.Writer, format string, processes bool, pids []uint32, info gpu.HostInfo, interval time.Duration, ivs []*gpu.Interval) {
 	want := map[uint32]bool{}
 	for _, p := range pids {
-		want[uint32(p)] = true
+		want[p] = true
 	}
 	keep := func(p gpu.ProcessStat) bool { return processes && (len(want) == 0 || want[p.Process.PID]) }
 	switch format {
@@ -193,9 +193,9 @@ func TestWatchPrinterMatchesReference(t *testing.T) {
 		for _, iv := range ivs {
 			iv.Simulated = info.Simulated
 		}
-		var pids []uint
+		var pids []uint32
 		if rng.Intn(3) == 0 && len(ivs[0].Processes) > 0 {
-			pids = []uint{uint(ivs[0].Processes[0].Process.PID), 12345}
+			pids = []uint32{ivs[0].Processes[0].Process.PID, 12345}
 		}
 		processes := rng.Intn(4) != 0
 		interval := intervals[rng.Intn(len(intervals))]
