@@ -164,6 +164,11 @@ func TestErrors(t *testing.T) {
 		{[]string{"--device", "cuda", "--capacity", "1GiB", "x"}, 2, "--capacity applies to --device sim only"},
 		{[]string{"--nope", "x"}, 2, "unknown flag: --nope"},
 		{[]string{"synth:nope"}, 2, `unknown generator "nope"`},
+		{[]string{"synth:random:allocations=0"}, 2, "synth:random:allocations=0: allocations=0: must be at least 1"},
+		{[]string{"synth:batchwalk:steps=0"}, 2, "steps=0: must be at least 1"},
+		{[]string{"synth:kvcache:block=0"}, 2, "block=0: must be at least 1 B"},
+		{[]string{"synth:random:p=2"}, 2, "p=2: must be in (0, 1]"},
+		{[]string{"synth:random:seed=1,seed=2"}, 2, "seed is given twice (seed=1 and seed=2)"},
 		{[]string{"testdata/missing.csv.gz"}, 1, "open testdata/missing.csv.gz: no such file or directory"},
 		{[]string{"testdata/bad.csv"}, 1, "testdata/bad.csv: rmm: line 3: column Size: bad size"},
 	}
