@@ -231,6 +231,12 @@ type Record struct {
 	Verify              bool     `json:"verify"`
 	VerifiedAllocations int64    `json:"verified_allocations"`
 	VerifyMismatches    int64    `json:"verify_mismatches"`
+	// OutOfMemory says the trace did not fit the device: the replay
+	// stopped at the allocation OOMRecord (1-based index of the record in
+	// the trace) of OOMRequestBytes; both are null otherwise.
+	OutOfMemory     bool    `json:"out_of_memory"`
+	OOMRecord       *int64  `json:"oom_record"`
+	OOMRequestBytes *uint64 `json:"oom_request_bytes"`
 }
 
 func jsonOf(r *replay.Report) Record {
@@ -253,6 +259,10 @@ func jsonOf(r *replay.Report) Record {
 	if r.MinCapacity != nil && r.MinCapacity.Found {
 		b, ratio := r.MinCapacity.Bytes, round4(r.MinCapacityOverLive())
 		rec.MinCapacityBytes, rec.MinCapacityOverLive = &b, &ratio
+	}
+	if r.OOM != nil {
+		at, size := r.OOM.Record, r.OOM.Size
+		rec.OutOfMemory, rec.OOMRecord, rec.OOMRequestBytes = true, &at, &size
 	}
 	return rec
 }

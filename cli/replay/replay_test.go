@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -50,7 +51,7 @@ func TestTable(t *testing.T) {
 
 var jsonKeys = []string{"trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
 	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
-	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches"}
+	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches", "out_of_memory", "oom_record", "oom_request_bytes"}
 
 func TestJSONLines(t *testing.T) {
 	code, out, errs := vram("--json", "--policy", "all", "testdata/small.csv", "synth:batchwalk:end=2")
@@ -91,6 +92,9 @@ func TestJSONLines(t *testing.T) {
 		if first[k] != v {
 			t.Errorf("%s = %v, want %v", k, first[k], v)
 		}
+	}
+	if first["out_of_memory"] != false || first["oom_record"] != nil || first["oom_request_bytes"] != nil {
+		t.Errorf("a trace that fit: out_of_memory %v, oom_record %v, oom_request_bytes %v", first["out_of_memory"], first["oom_record"], first["oom_request_bytes"])
 	}
 	if mc := first["min_capacity_bytes"].(float64); mc < 22*mib || mc >= 24*mib {
 		t.Errorf("min_capacity_bytes %v, want in [22, 24) MiB", mc)
@@ -147,6 +151,30 @@ func TestSizesInTheTable(t *testing.T) {
 		if !strings.Contains(out, units.FormatBytes(22<<20)) {
 			t.Errorf("--capacity %s: the reserved peak is not printed as %q:\n%s", tc.capacity, units.FormatBytes(22<<20), out)
 		}
+	}
+}
+
+// --json says that a trace ran out of memory, and where: the record and
+// the size the stderr note names.
+func TestOutOfMemoryJSON(t *testing.T) {
+	code, out, errs := vram("--json", "--capacity", "256MiB", "synth:batchwalk")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	var rec struct {
+		OutOfMemory     bool    `json:"out_of_memory"`
+		OOMRecord       *int64  `json:"oom_record"`
+		OOMRequestBytes *uint64 `json:"oom_request_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if !rec.OutOfMemory || rec.OOMRecord == nil || rec.OOMRequestBytes == nil || *rec.OOMRecord < 1 || *rec.OOMRequestBytes == 0 {
+		t.Fatalf("out_of_memory %v, oom_record %v, oom_request_bytes %v in %s", rec.OutOfMemory, rec.OOMRecord, rec.OOMRequestBytes, out)
+	}
+	note := fmt.Sprintf("ran out of memory at record %d (%s)", *rec.OOMRecord, units.FormatBytes(*rec.OOMRequestBytes))
+	if !strings.Contains(errs, note) {
+		t.Errorf("stderr does not say %q:\n%s", note, errs)
 	}
 }
 
