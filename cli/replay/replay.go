@@ -67,10 +67,12 @@ loaded before its clock starts, 24 bytes per record (240 MB for ten million
 records); --stream reads the file from disk instead, in constant memory, and
 total s then includes reading and parsing it (with --no-min-capacity; the
 bisection always keeps the copy).`,
-		Example: `  vram replay ../shared/traces/lstm_varlen.csv.gz
-  vram replay --policy all --json ../shared/traces/*.csv.gz
-  vram replay --capacity 40GiB --no-min-capacity snapshot.pickle
-  vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache`,
+		Example: `  vram replay examples/traces/lstm_varlen.csv.gz
+  vram replay --policy all --json examples/traces/*.csv.gz
+  vram replay --capacity 40GiB --no-min-capacity examples/traces/snapshot.pickle
+  vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache
+
+(examples/traces/ holds small recorded traces: run these from the repository's root.)`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.FlagErrorFunc()(cmd, errors.New("replay: name at least one trace (a file or synth:KIND)"))

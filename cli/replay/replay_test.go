@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cli"
+	replaycmd "github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cuda"
 	"github.com/vramhq/vram/units"
 )
@@ -281,5 +284,67 @@ func TestStreamFlag(t *testing.T) {
 	}
 	if !maps.Equal(figures[0], figures[1]) {
 		t.Errorf("in memory %v\nstreamed  %v", figures[0], figures[1])
+	}
+}
+
+// Every trace file that replay's --help and docs/replay.md use in their
+// examples is in the repository, so that the examples run in a fresh
+// clone (from its root).
+func TestExamplePathsExist(t *testing.T) {
+	cmd := replaycmd.NewCmd()
+	doc, err := os.ReadFile("../../docs/replay.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The docs' first block of commands is the one to copy.
+	_, usage, _ := strings.Cut(string(doc), "```sh\n")
+	usage, _, _ = strings.Cut(usage, "```")
+	for _, src := range []struct{ name, text string }{{"--help", cmd.Example}, {"docs/replay.md", usage}} {
+		n := 0
+		for _, line := range strings.Split(src.text, "\n") {
+			if !strings.Contains(line, "vram replay") {
+				continue
+			}
+			line, _, _ = strings.Cut(line, "#")
+			for _, arg := range strings.Fields(line) {
+				arg = strings.Trim(arg, `'"`)
+				if strings.HasPrefix(arg, "-") || strings.HasPrefix(arg, "synth:") || !strings.Contains(arg, "/") && !strings.Contains(arg, ".") {
+					continue
+				}
+				if strings.HasSuffix(arg, "/vram") || arg == "vram" || strings.Contains(arg, "GiB") || strings.Contains(arg, ",") {
+					continue // the binary, a size, a policy list
+				}
+				n++
+				if filepath.IsAbs(arg) || strings.HasPrefix(filepath.Clean(arg), "..") {
+					t.Errorf("%s: the example's trace %s is outside the repository", src.name, arg)
+					continue
+				}
+				matches, err := filepath.Glob(filepath.Join("../..", arg))
+				if err != nil || len(matches) == 0 {
+					t.Errorf("%s: the example's trace %s is not in the repository", src.name, arg)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no example names a trace file", src.name)
+		}
+	}
+}
+
+// The example traces replay.
+func TestExampleTracesReplay(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/traces/*")
+	var traces []string
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".md") {
+			traces = append(traces, f)
+		}
+	}
+	if len(traces) == 0 {
+		t.Fatal("no example traces")
+	}
+	code, out, errs := vram(append([]string{"--json", "--no-min-capacity"}, traces...)...)
+	if code != 0 || strings.Count(out, "\n") != len(traces) {
+		t.Errorf("exit %d, %d lines for %d traces; stderr %q", code, strings.Count(out, "\n"), len(traces), errs)
 	}
 }
