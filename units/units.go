@@ -34,7 +34,7 @@ func ParseBytes(s string) (uint64, error) {
 	}
 	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
 	if num == "" {
-		return 0, fmt.Errorf("size %q: want a number with an optional unit (B, KiB, MiB, GiB, TiB, PiB, EiB, KB, MB, GB, TB, PB, EB)", s)
+		return 0, fmt.Errorf("size %q: want a number with an optional unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s)
 	}
 	mult, ok := multipliers[unit]
 	if !ok {
