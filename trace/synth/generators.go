@@ -397,7 +397,7 @@ func FromProfile(cfg ProfileConfig) ([]rmm.Record, error) {
 	total := 0.0
 	for i, sw := range p.Sizes {
 		if !(sw.Weight >= 0) || math.IsInf(sw.Weight, 0) {
-			return nil, fmt.Errorf("synth: profile: size %d (entry %d) has weight %v", sw.Size, i, sw.Weight)
+			return nil, fmt.Errorf("synth: profile: size %s (entry %d) has weight %v", units.FormatBytes(sw.Size), i, sw.Weight)
 		}
 		total += sw.Weight
 		cum[i] = total
