@@ -119,13 +119,13 @@ func ConfigFromEnv() (Config, error) {
 //
 //	max_bytes:8GiB,garbage_collection_threshold:0.8,record_call_sites:all
 //
-// Sizes accept a plain byte count or a unit: B, KiB, MiB, GiB, TiB (powers
-// of 1024) or KB, MB, GB, TB (powers of 1000), optionally with a fraction
-// ("1.5GiB"). roundup_power2_divisions takes one number for every size, or
-// a list [K:N,...,>:N] where K is a size in MiB (a power of two) that starts
-// the interval [K, 2K) MiB, the first entry also covers every smaller size
-// and ">" covers the intervals from the last K on; this is how PyTorch's
-// parser reads the same list. An unknown key, a repeated key, a bad value or
+// Sizes accept a plain byte count or a unit: B, KiB, MiB, GiB, TiB, PiB,
+// EiB (powers of 1024) or KB, MB, GB, TB, PB, EB (powers of 1000),
+// optionally with a fraction ("1.5GiB"). roundup_power2_divisions takes one
+// number for every size, or a list [K:N,...,>:N] where K is a size in MiB
+// (a power of two) that starts the interval [K, 2K) MiB, the first entry
+// also covers every smaller size and ">" covers the intervals from the last
+// K on; this is how PyTorch's parser reads the same list. An unknown key, a repeated key, a bad value or
 // a value out of range is an error that names the key.
 func ParseConfig(s string) (Config, error) {
 	var c Config

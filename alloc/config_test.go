@@ -129,7 +129,7 @@ func TestParseSize(t *testing.T) {
 		{"0", 0, false}, {"512", 512, false}, {"512B", 512, false}, {"4KiB", 4096, false},
 		{"4k", 4096, false}, {"3MiB", 3 << 20, false}, {"1 GiB", 1 << 30, false}, {"2TiB", 2 << 40, false},
 		{"1KB", 1000, false}, {"0.5MiB", 1 << 19, false},
-		{"", 0, true}, {"MiB", 0, true}, {"1.2.3GiB", 0, true}, {"1PiB", 0, true}, {"18446744073709551616", 0, true},
+		{"", 0, true}, {"MiB", 0, true}, {"1.2.3GiB", 0, true}, {"1PiB", 1 << 50, false}, {"1ZiB", 0, true}, {"18446744073709551616", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := alloc.ParseSize(tt.in)

@@ -1,8 +1,9 @@
 // Package units reads and writes byte counts the way every vram command and
 // setting spells them: "4096", "512MiB", "1.5GiB", "8GB".
 //
-// Binary units (KiB, MiB, GiB, TiB and the bare K, M, G, T) are powers of
-// 1024; KB, MB, GB and TB are powers of 1000, as on disk labels. Units are
+// Binary units (KiB, MiB, GiB, TiB, PiB, EiB and the bare K, M, G, T, P, E)
+// are powers of 1024; KB, MB, GB, TB, PB and EB are powers of 1000, as on
+// disk labels. Units are
 // case-insensitive and may be separated from the number by spaces. Whole
 // numbers are exact (no float rounding); fractions are rounded up to a
 // whole byte, so "1.5KiB" is 1536 and a cap is never smaller than asked.
@@ -18,9 +19,9 @@ import (
 
 var multipliers = map[string]uint64{
 	"": 1, "b": 1,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-	"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
-	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50, "eib": 1 << 60,
+	"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15, "eb": 1e18,
 }
 
 // ParseBytes reads a byte count with an optional unit. Errors name the input
@@ -70,19 +71,36 @@ func numErr(err error) error {
 	return err
 }
 
+// binaryUnits are FormatBytes's units above bytes, each 1024 times the one
+// before; EiB is the last that a uint64 reaches.
+var binaryUnits = [...]string{" KiB", " MiB", " GiB", " TiB", " PiB", " EiB"}
+
 // FormatBytes prints a byte count with a binary unit and two decimals, like
-// PyTorch's memory_summary: "512 B", "1.50 KiB", "20.00 MiB", "12.34 GiB".
-func FormatBytes(b uint64) string {
-	const k = 1024
-	switch {
-	case b < k:
-		return strconv.FormatUint(b, 10) + " B"
-	case b < k*k:
-		return fmt.Sprintf("%.2f KiB", float64(b)/k)
-	case b < k*k*k:
-		return fmt.Sprintf("%.2f MiB", float64(b)/(k*k))
-	case b < k*k*k*k:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(k*k*k))
+// PyTorch's memory_summary: "512 B", "1.50 KiB", "20.00 MiB", "12.34 GiB",
+// up to "16.00 EiB" for the largest uint64. Every vram command prints sizes
+// with it, so one amount reads the same everywhere.
+func FormatBytes(b uint64) string { return string(AppendBytes(nil, b)) }
+
+// AppendBytes appends FormatBytes(v) to b, without allocating when b has
+// room: for output written many times a second.
+func AppendBytes(b []byte, v uint64) []byte {
+	if v < 1024 {
+		return append(strconv.AppendUint(b, v, 10), " B"...)
 	}
-	return fmt.Sprintf("%.2f TiB", float64(b)/(k*k*k*k))
+	f, i := float64(v)/1024, 0
+	for f >= 1024 && i < len(binaryUnits)-1 {
+		f /= 1024
+		i++
+	}
+	for ; ; i++ {
+		n := len(b)
+		b = strconv.AppendFloat(b, f, 'f', 2, 64)
+		// A value just below the next unit rounds up to 1024.00 of this
+		// one; it reads better as 1.00 of the next.
+		if i == len(binaryUnits)-1 || string(b[n:]) != "1024.00" {
+			return append(b, binaryUnits[i]...)
+		}
+		b = b[:n]
+		f /= 1024
+	}
 }

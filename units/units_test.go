@@ -1,6 +1,7 @@
 package units
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -25,7 +26,11 @@ func TestParseBytes(t *testing.T) {
 		{"0.0001KiB", 1, ""}, // rounded up
 		{"8GB", 8e9, ""},
 		{"512m", 512 * mib, ""},
-		{"16EiB", 0, "unknown unit"},
+		{"16EiB", 0, "too large"},
+		{"15EiB", 15 << 60, ""},
+		{"2 PiB", 2 << 50, ""},
+		{"3PB", 3e15, ""},
+		{"16 ZiB", 0, "unknown unit"},
 		{"18446744073709551615", 18446744073709551615, ""},
 		{"18446744073709551616", 0, "out of range"},
 		{"", 0, "want a number"},
@@ -61,11 +66,29 @@ func TestFormatBytes(t *testing.T) {
 		{20 * mib, "20.00 MiB"},
 		{12*gib + 365*mib, "12.36 GiB"},
 		{3 << 40, "3.00 TiB"},
+		{5 << 50, "5.00 PiB"},
+		{8 << 60, "8.00 EiB"},
+		{math.MaxUint64, "16.00 EiB"},
+		// Just below a unit, the figure that would round to 1024.00 is
+		// written in the next unit.
+		{1<<20 - 1, "1.00 MiB"},
+		{1<<60 - 1, "1.00 EiB"},
+		{1023 << 20, "1023.00 MiB"},
 	}
 	for _, tt := range tests {
 		if got := FormatBytes(tt.in); got != tt.want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", tt.in, got, tt.want)
 		}
+		if got := string(AppendBytes([]byte("x"), tt.in)); got != "x"+tt.want {
+			t.Errorf("AppendBytes(x, %d) = %q, want %q", tt.in, got, "x"+tt.want)
+		}
+	}
+}
+
+func TestAppendBytesAllocates(t *testing.T) {
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendBytes(buf[:0], 12345678901) }); n != 0 {
+		t.Errorf("AppendBytes allocates %v times per call", n)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -114,34 +113,6 @@ func Commands() []func() *cobra.Command {
 }
 
 var errNoDevices = errors.New("no GPU to show")
-
-// humanBytes prints a size in binary units with one decimal.
-func humanBytes(b uint64) string { return string(appendHumanBytes(nil, b)) }
-
-// appendHumanBytes appends humanBytes(v) to b: TiB and GiB with one
-// decimal, MiB and KiB with none, bytes below 1 KiB.
-func appendHumanBytes(b []byte, v uint64) []byte {
-	const (
-		kib = 1 << 10
-		mib = 1 << 20
-		gib = 1 << 30
-		tib = 1 << 40
-	)
-	unit := func(b []byte, div float64, prec int, name string) []byte {
-		return append(strconv.AppendFloat(b, float64(v)/div, 'f', prec, 64), name...)
-	}
-	switch {
-	case v >= tib:
-		return unit(b, tib, 1, " TiB")
-	case v >= gib:
-		return unit(b, gib, 1, " GiB")
-	case v >= mib:
-		return unit(b, mib, 0, " MiB")
-	case v >= kib:
-		return unit(b, kib, 0, " KiB")
-	}
-	return append(strconv.AppendUint(b, v, 10), " B"...)
-}
 
 // bar draws used (#), reserved (=) and free (.) memory in width cells.
 func bar(m gpu.Memory, width int) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/gpu/gputest"
+	"github.com/vramhq/vram/units"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -171,10 +172,19 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
+		// The watch cases that a bug could let run stop after one line.
 		{[]string{"watch", "--interval", "5ms"}, "--interval 5ms: must be between 10ms and 1h"},
 		{[]string{"watch", "--interval", "2h"}, "--interval 2h0m0s: must be between 10ms and 1h"},
 		{[]string{"watch", "--format", "xml"}, `--format "xml": must be table, csv or json`},
 		{[]string{"watch", "--pid", "1", "--memory-only"}, "--pid needs process sampling"},
+		{[]string{"watch", "--processes", "--memory-only", "--count", "1", "--interval", "10ms"}, "--processes needs process sampling: it cannot be used with --memory-only"},
+		{[]string{"watch", "--memory-only", "--process-interval", "10ms", "--count", "1", "--interval", "10ms"}, "--process-interval sets how often processes are sampled: it cannot be used with --memory-only"},
+		{[]string{"watch", "--format", "table", "--json", "--count", "1", "--interval", "10ms"}, "--format table and --json cannot be used together"},
+		{[]string{"watch", "--format", "json", "--csv", "--count", "1", "--interval", "10ms"}, "--format json and --csv cannot be used together"},
+		{[]string{"watch", "--json", "--csv"}, "--json and --csv cannot be used together"},
+		{[]string{"watch", "--pid", "-5", "--count", "1", "--interval", "10ms"}, "--pid -5: not a process ID (PIDs are 1 to 4194304)"},
+		{[]string{"watch", "--pid", "1000,0", "--count", "1", "--interval", "10ms"}, "--pid 0: not a process ID"},
+		{[]string{"watch", "--pid", "5000000000", "--count", "1", "--interval", "10ms"}, "--pid 5000000000: not a process ID"},
 		{[]string{"watch", "--sample-interval", "2s"}, "--sample-interval 2s: must be between 1ms and the interval (1s)"},
 		{[]string{"status", "--json", "--csv"}, "--json and --csv cannot be used together"},
 		{[]string{"status", "--gpu", "9"}, "--gpu 9: this host has 8 GPUs (0-7)"},
@@ -186,6 +196,16 @@ func TestUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", tt.args, code, errs, tt.want)
 		}
+	}
+}
+
+// A short format flag that agrees with --format is not a conflict.
+func TestWatchFormatAgreeing(t *testing.T) {
+	e := testEnv(nil, nil)
+	e.Now = time.Now
+	out, errs, code := run(t, e, "watch", "--gpu", "0", "--interval", "10ms", "--count", "1", "--memory-only", "--format", "json", "--json")
+	if code != 0 || !strings.HasPrefix(out, `{"schema":"`+monitor.WatchSchema) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
 
@@ -243,5 +263,60 @@ func TestWatchFormats(t *testing.T) {
 	}
 	if code != 0 || n != 3 {
 		t.Errorf("json lines: exit %d, %d lines", code, n)
+	}
+}
+
+// Sizes in status and watch tables are units.FormatBytes's, as in every
+// other vram command (reclaim, run, replay): one amount reads the same
+// everywhere.
+func TestTablesUseUnitsFormat(t *testing.T) {
+	jsonOut, errs, code := run(t, testEnv(nil, nil), "status", "--json", "--gpu", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var v struct {
+		Devices []struct {
+			Memory struct {
+				Total uint64 `json:"total_bytes"`
+				Used  uint64 `json:"used_bytes"`
+				Free  uint64 `json:"free_bytes"`
+			} `json:"memory"`
+		} `json:"devices"`
+		Processes []struct {
+			PID         uint32 `json:"pid"`
+			MemoryBytes uint64 `json:"memory_bytes"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(jsonOut), &v); err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := run(t, testEnv(nil, nil), "status", "--gpu", "0")
+	rows := map[string]string{}
+	for _, l := range strings.Split(text, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = l
+		}
+	}
+	d := v.Devices[0].Memory
+	for _, b := range []uint64{d.Used, d.Free, d.Total} {
+		if want := units.FormatBytes(b); !strings.Contains(rows["0"], want) {
+			t.Errorf("GPU 0 row %q does not show %q", rows["0"], want)
+		}
+	}
+	for _, p := range v.Processes {
+		row := rows[fmt.Sprint(p.PID)]
+		if want := units.FormatBytes(p.MemoryBytes); !strings.Contains(row, "  "+want+"  ") {
+			t.Errorf("PID %d row %q does not show %q", p.PID, row, want)
+		}
+	}
+
+	e := testEnv(nil, nil)
+	e.Now = time.Now
+	out, errs, code := run(t, e, "watch", "--gpu", "0", "--interval", "10ms", "--count", "1", "--memory-only")
+	if code != 0 {
+		t.Fatalf("watch: exit %d: %s", code, errs)
+	}
+	if want := units.FormatBytes(30 << 30); !strings.Contains(out, want) {
+		t.Errorf("watch table does not show %q:\n%s", want, out)
 	}
 }

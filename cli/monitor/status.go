@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/units"
 )
 
 // StatusSchema names the JSON layout of vram status --json.
@@ -122,7 +123,7 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 		}
 		res := "n/a"
 		if d.Memory.ReservedKnown {
-			res = humanBytes(d.Memory.Reserved)
+			res = units.FormatBytes(d.Memory.Reserved)
 			anyReserved = true
 		}
 		util := "n/a"
@@ -130,7 +131,7 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 			util = fmt.Sprintf("%d%%", d.Utilization.GPU)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.Name, bar(d.Memory, 30),
-			humanBytes(d.Memory.Used), res, humanBytes(d.Memory.Free), humanBytes(d.Memory.Total), util)
+			units.FormatBytes(d.Memory.Used), res, units.FormatBytes(d.Memory.Free), units.FormatBytes(d.Memory.Total), util)
 	}
 	tw.Flush()
 	if anyReserved {
@@ -158,7 +159,7 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 		for _, p := range snap.Processes {
 			mem := "n/a"
 			if p.MemoryKnown {
-				mem = humanBytes(p.Memory)
+				mem = units.FormatBytes(p.Memory)
 			}
 			flags := p.Flags.String()
 			if flags == "" {
@@ -185,7 +186,7 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 	}
 	for _, d := range snap.Devices {
 		if d.Err == nil && d.Unattributed > 0 {
-			fmt.Fprintf(w, "GPU %d: %s used but not listed under any process above (contexts of processes the driver does not show here, e.g. other PID namespaces, and driver bookkeeping)\n", d.Index, humanBytes(d.Unattributed))
+			fmt.Fprintf(w, "GPU %d: %s used but not listed under any process above (contexts of processes the driver does not show here, e.g. other PID namespaces, and driver bookkeeping)\n", d.Index, units.FormatBytes(d.Unattributed))
 		}
 	}
 	if acc != nil {
@@ -259,7 +260,7 @@ func writeAccountingText(w io.Writer, acc []gpu.AccountingDevice, snap *gpu.Snap
 					cmd = shorten(c, 50)
 				}
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d%%\t%s\n", r.PID, humanBytes(r.MaxMemory), state, started, ran, r.GPUUtil, cmd)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d%%\t%s\n", r.PID, units.FormatBytes(r.MaxMemory), state, started, ran, r.GPUUtil, cmd)
 		}
 		tw.Flush()
 	}

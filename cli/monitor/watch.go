@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/units"
 )
 
 // WatchSchema names the layout of each vram watch --json line.
@@ -26,7 +27,8 @@ type watchFlags struct {
 	interval, sampleInterval time.Duration
 	processInterval          time.Duration
 	count                    int
-	pids                     []uint
+	pids                     []int    // --pid as given
+	pidSet                   []uint32 // --pid once checked
 	format                   string
 	json, csv                bool
 	memoryOnly, processes    bool
@@ -47,8 +49,9 @@ more than a memory read); at shorter intervals process lines appear only on
 the lines that had a process sample.
 
 Formats: a table (default), CSV (--csv) or JSON lines (--json, schema
-vram.watch/v1). --processes adds a line per process; --pid shows only the
-given processes.`,
+vram.watch/v1); --format and --csv or --json must agree. --processes adds a
+line per process; --pid shows only the given processes. --memory-only samples
+no processes, so --processes, --pid and --process-interval are refused with it.`,
 		Example: `  vram watch --interval 100ms
   vram watch --interval 10ms --csv --count 500 > mem.csv
   vram watch --pid 4242 --json`,
@@ -68,7 +71,7 @@ given processes.`,
 	fl.DurationVar(&f.sampleInterval, "sample-interval", 0, "read device memory every `duration` (default 5ms, or the interval if smaller)")
 	fl.DurationVar(&f.processInterval, "process-interval", 100*time.Millisecond, "sample process lists every `duration`")
 	fl.IntVar(&f.count, "count", 0, "stop after `N` lines per GPU (0: until interrupted)")
-	fl.UintSliceVar(&f.pids, "pid", nil, "show only these `PIDs` (implies --processes)")
+	fl.IntSliceVar(&f.pids, "pid", nil, "show only these `PIDs` (implies --processes)")
 	fl.StringVar(&f.format, "format", "table", "output format: table, csv or json (JSON lines)")
 	fl.BoolVar(&f.json, "json", false, "same as --format json")
 	fl.BoolVar(&f.csv, "csv", false, "same as --format csv")
@@ -77,15 +80,25 @@ given processes.`,
 	return cmd
 }
 
+// maxPID is the largest process ID Linux hands out (PID_MAX_LIMIT).
+const maxPID = 1 << 22
+
 func (f *watchFlags) validate(cmd *cobra.Command) error {
 	if f.json && f.csv {
 		return fmt.Errorf("--json and --csv cannot be used together")
 	}
-	if f.json {
-		f.format = "json"
-	}
-	if f.csv {
-		f.format = "csv"
+	for _, short := range []struct {
+		set    bool
+		name   string
+		format string
+	}{{f.json, "--json", "json"}, {f.csv, "--csv", "csv"}} {
+		if !short.set {
+			continue
+		}
+		if cmd.Flags().Changed("format") && f.format != short.format {
+			return fmt.Errorf("--format %s and %s cannot be used together", f.format, short.name)
+		}
+		f.format = short.format
 	}
 	switch f.format {
 	case "table", "csv", "json":
@@ -104,10 +117,25 @@ func (f *watchFlags) validate(cmd *cobra.Command) error {
 	if f.count < 0 {
 		return fmt.Errorf("--count %d: must be 0 (until interrupted) or more", f.count)
 	}
-	if len(f.pids) > 0 {
-		if f.memoryOnly {
-			return fmt.Errorf("--pid needs process sampling: it cannot be used with --memory-only")
+	f.pidSet = f.pidSet[:0]
+	for _, pid := range f.pids {
+		if pid < 1 || pid > maxPID {
+			return fmt.Errorf("--pid %d: not a process ID (PIDs are 1 to %d)", pid, maxPID)
 		}
+		f.pidSet = append(f.pidSet, uint32(pid))
+	}
+	if f.memoryOnly {
+		// --memory-only turns process sampling off; these need it.
+		switch {
+		case len(f.pids) > 0:
+			return fmt.Errorf("--pid needs process sampling: it cannot be used with --memory-only")
+		case f.processes:
+			return fmt.Errorf("--processes needs process sampling: it cannot be used with --memory-only")
+		case cmd.Flags().Changed("process-interval"):
+			return fmt.Errorf("--process-interval sets how often processes are sampled: it cannot be used with --memory-only")
+		}
+	}
+	if len(f.pids) > 0 {
 		f.processes = true
 	}
 	return nil
@@ -136,7 +164,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) erro
 	}
 	// The printer writes each interval (all of its lines) with one Write
 	// on stdout, so a pipe sees every line as soon as it is printed.
-	p := newWatchPrinter(stdout, f.format, f.processes, f.pids, s.Host.Info(), f.interval)
+	p := newWatchPrinter(stdout, f.format, f.processes, f.pidSet, s.Host.Info(), f.interval)
 	if err := p.header(); err != nil {
 		return err
 	}
@@ -165,10 +193,10 @@ type watchPrinter struct {
 	flags     []string
 }
 
-func newWatchPrinter(w io.Writer, format string, processes bool, pids []uint, info gpu.HostInfo, interval time.Duration) *watchPrinter {
+func newWatchPrinter(w io.Writer, format string, processes bool, pids []uint32, info gpu.HostInfo, interval time.Duration) *watchPrinter {
 	p := &watchPrinter{w: w, format: format, processes: processes, want: map[uint32]bool{}, info: info, interval: interval}
 	for _, pid := range pids {
-		p.want[uint32(pid)] = true
+		p.want[pid] = true
 	}
 	return p
 }
@@ -179,7 +207,7 @@ func (p *watchPrinter) keep(ps *gpu.ProcessStat) bool {
 
 // Column widths of the table.
 const (
-	colTime, colGPU, colPID, colBytes, colSamples = 12, 4, 8, 10, 7
+	colTime, colGPU, colPID, colBytes, colSamples = 12, 4, 8, 11, 7
 	tableTime                                     = "15:04:05.000"
 )
 
@@ -244,7 +272,7 @@ func (p *watchPrinter) table(b []byte, iv *gpu.Interval) []byte {
 		b = padLeft(b, start, colPID)
 		for _, v := range [4]uint64{st.Last, st.Min, st.Max, st.Mean()} {
 			b = append(b, ' ')
-			b = padLeft(appendHumanBytes(b, v), len(b), colBytes)
+			b = padLeft(units.AppendBytes(b, v), len(b), colBytes)
 		}
 		b = append(b, ' ')
 		b = padLeft(strconv.AppendInt(b, int64(st.N), 10), len(b), colSamples)

@@ -67,17 +67,17 @@ func TestWatchPrinterGolden(t *testing.T) {
 		file      string
 		format    string
 		processes bool
-		pids      []uint
+		pids      []uint32
 		info      gpu.HostInfo
 		interval  time.Duration
 	}{
 		{"watch_table.golden", "table", false, nil, gpu.HostInfo{}, 10 * time.Millisecond},
 		{"watch_table_processes.golden", "table", true, nil, sim, 10 * time.Millisecond},
-		{"watch_table_pid.golden", "table", true, []uint{8123, 99}, gpu.HostInfo{}, 10 * time.Millisecond},
+		{"watch_table_pid.golden", "table", true, []uint32{8123, 99}, gpu.HostInfo{}, 10 * time.Millisecond},
 		{"watch_csv.golden", "csv", true, nil, sim, 250 * time.Millisecond},
 		{"watch_csv_memory.golden", "csv", false, nil, gpu.HostInfo{}, time.Hour},
 		{"watch_json.golden", "json", true, nil, gpu.HostInfo{}, 10 * time.Millisecond},
-		{"watch_json_pid.golden", "json", true, []uint{446}, sim, 1500 * time.Millisecond},
+		{"watch_json_pid.golden", "json", true, []uint32{446}, sim, 1500 * time.Millisecond},
 		{"watch_json_memory.golden", "json", false, nil, gpu.HostInfo{}, time.Second},
 	}
 	for _, tt := range tests {

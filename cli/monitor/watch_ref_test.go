@@ -13,15 +13,16 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/units"
 )
 
 // refPrint is the watch output written with fmt, encoding/csv and
 // encoding/json, as vram watch first did: the reference the printer must
 // match byte for byte.
-func refPrint(w io.Writer, format string, processes bool, pids []uint, info gpu.HostInfo, interval time.Duration, ivs []*gpu.Interval) {
+func refPrint(w io.Writer, format string, processes bool, pids []uint32, info gpu.HostInfo, interval time.Duration, ivs []*gpu.Interval) {
 	want := map[uint32]bool{}
 	for _, p := range pids {
-		want[uint32(p)] = true
+		want[p] = true
 	}
 	keep := func(p gpu.ProcessStat) bool { return processes && (len(want) == 0 || want[p.Process.PID]) }
 	switch format {
@@ -29,10 +30,10 @@ func refPrint(w io.Writer, format string, processes bool, pids []uint, info gpu.
 		if info.Simulated {
 			fmt.Fprintf(w, "# SIMULATED HOST (seed %d): synthetic GPUs and processes\n", info.SimSeed)
 		}
-		fmt.Fprintf(w, "%-12s %4s %8s %10s %10s %10s %10s %7s\n", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
+		fmt.Fprintf(w, "%-12s %4s %8s %11s %11s %11s %11s %7s\n", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
 		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat) {
-			fmt.Fprintf(w, "%-12s %4d %8s %10s %10s %10s %10s %7d\n", t.Format("15:04:05.000"), gpuIdx, pid,
-				refHumanBytes(st.Last), refHumanBytes(st.Min), refHumanBytes(st.Max), refHumanBytes(st.Mean()), st.N)
+			fmt.Fprintf(w, "%-12s %4d %8s %11s %11s %11s %11s %7d\n", t.Format("15:04:05.000"), gpuIdx, pid,
+				units.FormatBytes(st.Last), units.FormatBytes(st.Min), units.FormatBytes(st.Max), units.FormatBytes(st.Mean()), st.N)
 		}
 		for _, iv := range ivs {
 			for _, d := range iv.Devices {
@@ -78,26 +79,6 @@ func refPrint(w io.Writer, format string, processes bool, pids []uint, info gpu.
 			_ = enc.Encode(line)
 		}
 	}
-}
-
-func refHumanBytes(b uint64) string {
-	const (
-		kib = 1 << 10
-		mib = 1 << 20
-		gib = 1 << 30
-		tib = 1 << 40
-	)
-	switch {
-	case b >= tib:
-		return fmt.Sprintf("%.1f TiB", float64(b)/tib)
-	case b >= gib:
-		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
-	case b >= mib:
-		return fmt.Sprintf("%.0f MiB", float64(b)/mib)
-	case b >= kib:
-		return fmt.Sprintf("%.0f KiB", float64(b)/kib)
-	}
-	return fmt.Sprintf("%d B", b)
 }
 
 type watchLine struct {
@@ -212,9 +193,9 @@ func TestWatchPrinterMatchesReference(t *testing.T) {
 		for _, iv := range ivs {
 			iv.Simulated = info.Simulated
 		}
-		var pids []uint
+		var pids []uint32
 		if rng.Intn(3) == 0 && len(ivs[0].Processes) > 0 {
-			pids = []uint{uint(ivs[0].Processes[0].Process.PID), 12345}
+			pids = []uint32{ivs[0].Processes[0].Process.PID, 12345}
 		}
 		processes := rng.Intn(4) != 0
 		interval := intervals[rng.Intn(len(intervals))]

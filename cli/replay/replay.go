@@ -21,6 +21,7 @@ import (
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cuda"
 	"github.com/vramhq/vram/trace/replay"
+	"github.com/vramhq/vram/units"
 )
 
 // DefaultCapacity is the simulated device's size: an H200's 141 GiB.
@@ -66,10 +67,12 @@ loaded before its clock starts, 24 bytes per record (240 MB for ten million
 records); --stream reads the file from disk instead, in constant memory, and
 total s then includes reading and parsing it (with --no-min-capacity; the
 bisection always keeps the copy).`,
-		Example: `  vram replay ../shared/traces/lstm_varlen.csv.gz
-  vram replay --policy all --json ../shared/traces/*.csv.gz
-  vram replay --capacity 40GiB --no-min-capacity snapshot.pickle
-  vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache`,
+		Example: `  vram replay examples/traces/lstm_varlen.csv.gz
+  vram replay --policy all --json examples/traces/*.csv.gz
+  vram replay --capacity 40GiB --no-min-capacity examples/traces/snapshot.pickle
+  vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache
+
+(examples/traces/ holds small recorded traces: run these from the repository's root.)`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.FlagErrorFunc()(cmd, errors.New("replay: name at least one trace (a file or synth:KIND)"))
@@ -128,7 +131,7 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 	switch f.device {
 	case "sim":
 		devFunc = replay.SimDevice(capacity)
-		devLabel = "simulated device of " + replay.FormatBytes(capacity)
+		devLabel = "simulated device of " + units.FormatBytes(capacity)
 	case "cuda":
 		if capacitySet {
 			return usageError{errors.New("--capacity applies to --device sim only (the GPU's own memory is the capacity with --device cuda)")}
@@ -230,6 +233,12 @@ type Record struct {
 	Verify              bool     `json:"verify"`
 	VerifiedAllocations int64    `json:"verified_allocations"`
 	VerifyMismatches    int64    `json:"verify_mismatches"`
+	// OutOfMemory says the trace did not fit the device: the replay
+	// stopped at the allocation OOMRecord (1-based index of the record in
+	// the trace) of OOMRequestBytes; both are null otherwise.
+	OutOfMemory     bool    `json:"out_of_memory"`
+	OOMRecord       *int64  `json:"oom_record"`
+	OOMRequestBytes *uint64 `json:"oom_request_bytes"`
 }
 
 func jsonOf(r *replay.Report) Record {
@@ -253,6 +262,10 @@ func jsonOf(r *replay.Report) Record {
 		b, ratio := r.MinCapacity.Bytes, round4(r.MinCapacityOverLive())
 		rec.MinCapacityBytes, rec.MinCapacityOverLive = &b, &ratio
 	}
+	if r.OOM != nil {
+		at, size := r.OOM.Record, r.OOM.Size
+		rec.OutOfMemory, rec.OOMRecord, rec.OOMRequestBytes = true, &at, &size
+	}
 	return rec
 }
 
@@ -267,7 +280,7 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 		case r.OOM != nil:
 			minc, ratio = "did not fit", "-"
 		case r.MinCapacity != nil && r.MinCapacity.Found:
-			minc, ratio = replay.FormatBytes(r.MinCapacity.Bytes), fmt.Sprintf("%.3f", r.MinCapacityOverLive())
+			minc, ratio = units.FormatBytes(r.MinCapacity.Bytes), fmt.Sprintf("%.3f", r.MinCapacityOverLive())
 		case r.MinCapacity != nil:
 			minc = "not found"
 		}
@@ -276,8 +289,8 @@ func writeTable(w io.Writer, reports []*replay.Report, devLabel string, minCap b
 			p50, p99 = fmt.Sprint(r.Latency.P50), fmt.Sprint(r.Latency.P99)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t\n",
-			r.Trace, r.Policy, r.Ops, replay.FormatBytes(r.PeakLiveBytes), replay.FormatBytes(r.PeakReservedBytes),
-			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, r.WallSeconds, replay.FormatBytes(r.LeakedBytes))
+			r.Trace, r.Policy, r.Ops, units.FormatBytes(r.PeakLiveBytes), units.FormatBytes(r.PeakReservedBytes),
+			r.ReservedOverLive(), minc, ratio, r.DeviceCalls.Total(), p50, p99, r.WallSeconds, units.FormatBytes(r.LeakedBytes))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\non the %s; ns/op is host time per allocate or free; total s is the wall time of the timed pass", devLabel)
@@ -304,7 +317,7 @@ func notesOf(reports []*replay.Report) notes {
 		who := r.Trace + " " + r.Policy
 		if r.OOM != nil {
 			n.ooms++
-			n.lines = append(n.lines, fmt.Sprintf("%s: ran out of memory at record %d (%s); the replay stopped there", who, r.OOM.Record, replay.FormatBytes(r.OOM.Size)))
+			n.lines = append(n.lines, fmt.Sprintf("%s: ran out of memory at record %d (%s); the replay stopped there", who, r.OOM.Record, units.FormatBytes(r.OOM.Size)))
 		}
 		if r.SkippedFailures > 0 {
 			n.lines = append(n.lines, fmt.Sprintf("%s: skipped %d allocate failure records", who, r.SkippedFailures))
@@ -324,7 +337,7 @@ func notesOf(reports []*replay.Report) notes {
 			n.lines = append(n.lines, fmt.Sprintf("%s: the device had %d bytes less free memory after the replay than before it", who, r.DeviceLeakedBytes))
 		}
 		if r.MinCapacity != nil && !r.MinCapacity.Found {
-			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, replay.FormatBytes(r.MinCapacity.Bytes)))
+			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, units.FormatBytes(r.MinCapacity.Bytes)))
 		}
 	}
 	return n

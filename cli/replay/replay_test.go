@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cli"
+	replaycmd "github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cuda"
+	"github.com/vramhq/vram/units"
 )
 
 func vram(args ...string) (code int, stdout, stderr string) {
@@ -34,11 +39,11 @@ func TestTable(t *testing.T) {
 	row := strings.Fields(lines[1])
 	// small default 5 ops, 6 MiB live, 22 MiB reserved, 3.667, min capacity
 	// 22-23 MiB, 2 driver calls, p50, p99, total seconds, 2 MiB leaked.
-	if len(row) != 17 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6MiB" ||
-		row[5]+row[6] != "22MiB" || row[7] != "3.667" || row[11] != "2" || row[15]+row[16] != "2MiB" {
+	if len(row) != 17 || row[0] != "small" || row[1] != "default" || row[2] != "5" || row[3]+row[4] != "6.00MiB" ||
+		row[5]+row[6] != "22.00MiB" || row[7] != "3.667" || row[11] != "2" || row[15]+row[16] != "2.00MiB" {
 		t.Errorf("row %q", lines[1])
 	}
-	if !strings.Contains(out, "on the simulated device of 141 GiB") {
+	if !strings.Contains(out, "on the simulated device of 141.00 GiB") {
 		t.Errorf("no device line in\n%s", out)
 	}
 	// The notes go to stderr: one skipped failure, one unknown free.
@@ -49,7 +54,7 @@ func TestTable(t *testing.T) {
 
 var jsonKeys = []string{"trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
 	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
-	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches"}
+	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches", "out_of_memory", "oom_record", "oom_request_bytes"}
 
 func TestJSONLines(t *testing.T) {
 	code, out, errs := vram("--json", "--policy", "all", "testdata/small.csv", "synth:batchwalk:end=2")
@@ -91,6 +96,9 @@ func TestJSONLines(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, first[k], v)
 		}
 	}
+	if first["out_of_memory"] != false || first["oom_record"] != nil || first["oom_request_bytes"] != nil {
+		t.Errorf("a trace that fit: out_of_memory %v, oom_record %v, oom_request_bytes %v", first["out_of_memory"], first["oom_record"], first["oom_request_bytes"])
+	}
 	if mc := first["min_capacity_bytes"].(float64); mc < 22*mib || mc >= 24*mib {
 		t.Errorf("min_capacity_bytes %v, want in [22, 24) MiB", mc)
 	}
@@ -111,7 +119,7 @@ func TestProgress(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"vram replay: small default: replaying", "bisection pass 1: cap 22 MiB completes"} {
+	for _, want := range []string{"vram replay: small default: replaying", "bisection pass 1: cap 22.00 MiB completes"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("no %q in stderr:\n%s", want, errs)
 		}
@@ -124,8 +132,52 @@ func TestOutOfMemory(t *testing.T) {
 		t.Errorf("exit %d, want 1", code)
 	}
 	if !strings.Contains(out, "did not fit") || !strings.Contains(errs, "ran out of memory at record") ||
-		!strings.Contains(errs, "vram: 1 of 1 replays ran out of memory on the simulated device of 256 MiB") {
+		!strings.Contains(errs, "vram: 1 of 1 replays ran out of memory on the simulated device of 256.00 MiB") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
+
+// Sizes are printed by units.FormatBytes, in every unit a uint64 reaches.
+func TestSizesInTheTable(t *testing.T) {
+	for _, tc := range []struct{ capacity, want string }{
+		{"9223372036854775808", "on the simulated device of 8.00 EiB"},
+		{"3PiB", "on the simulated device of 3.00 PiB"},
+		{"40GiB", "on the simulated device of 40.00 GiB"},
+	} {
+		code, out, errs := vram("--no-min-capacity", "--capacity", tc.capacity, "testdata/small.csv")
+		if code != 0 {
+			t.Fatalf("--capacity %s: exit %d, stderr %q", tc.capacity, code, errs)
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("--capacity %s: no %q in\n%s", tc.capacity, tc.want, out)
+		}
+		if !strings.Contains(out, units.FormatBytes(22<<20)) {
+			t.Errorf("--capacity %s: the reserved peak is not printed as %q:\n%s", tc.capacity, units.FormatBytes(22<<20), out)
+		}
+	}
+}
+
+// --json says that a trace ran out of memory, and where: the record and
+// the size the stderr note names.
+func TestOutOfMemoryJSON(t *testing.T) {
+	code, out, errs := vram("--json", "--capacity", "256MiB", "synth:batchwalk")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	var rec struct {
+		OutOfMemory     bool    `json:"out_of_memory"`
+		OOMRecord       *int64  `json:"oom_record"`
+		OOMRequestBytes *uint64 `json:"oom_request_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if !rec.OutOfMemory || rec.OOMRecord == nil || rec.OOMRequestBytes == nil || *rec.OOMRecord < 1 || *rec.OOMRequestBytes == 0 {
+		t.Fatalf("out_of_memory %v, oom_record %v, oom_request_bytes %v in %s", rec.OutOfMemory, rec.OOMRecord, rec.OOMRequestBytes, out)
+	}
+	note := fmt.Sprintf("ran out of memory at record %d (%s)", *rec.OOMRecord, units.FormatBytes(*rec.OOMRequestBytes))
+	if !strings.Contains(errs, note) {
+		t.Errorf("stderr does not say %q:\n%s", note, errs)
 	}
 }
 
@@ -143,6 +195,11 @@ func TestErrors(t *testing.T) {
 		{[]string{"--device", "cuda", "--capacity", "1GiB", "x"}, 2, "--capacity applies to --device sim only"},
 		{[]string{"--nope", "x"}, 2, "unknown flag: --nope"},
 		{[]string{"synth:nope"}, 2, `unknown generator "nope"`},
+		{[]string{"synth:random:allocations=0"}, 2, "synth:random:allocations=0: allocations=0: must be at least 1"},
+		{[]string{"synth:batchwalk:steps=0"}, 2, "steps=0: must be at least 1"},
+		{[]string{"synth:kvcache:block=0"}, 2, "block=0: must be at least 1 B"},
+		{[]string{"synth:random:p=2"}, 2, "p=2: must be in (0, 1]"},
+		{[]string{"synth:random:seed=1,seed=2"}, 2, "seed is given twice (seed=1 and seed=2)"},
 		{[]string{"testdata/missing.csv.gz"}, 1, "open testdata/missing.csv.gz: no such file or directory"},
 		{[]string{"testdata/bad.csv"}, 1, "testdata/bad.csv: rmm: line 3: column Size: bad size"},
 	}
@@ -227,5 +284,67 @@ func TestStreamFlag(t *testing.T) {
 	}
 	if !maps.Equal(figures[0], figures[1]) {
 		t.Errorf("in memory %v\nstreamed  %v", figures[0], figures[1])
+	}
+}
+
+// Every trace file that replay's --help and docs/replay.md use in their
+// examples is in the repository, so that the examples run in a fresh
+// clone (from its root).
+func TestExamplePathsExist(t *testing.T) {
+	cmd := replaycmd.NewCmd()
+	doc, err := os.ReadFile("../../docs/replay.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The docs' first block of commands is the one to copy.
+	_, usage, _ := strings.Cut(string(doc), "```sh\n")
+	usage, _, _ = strings.Cut(usage, "```")
+	for _, src := range []struct{ name, text string }{{"--help", cmd.Example}, {"docs/replay.md", usage}} {
+		n := 0
+		for _, line := range strings.Split(src.text, "\n") {
+			if !strings.Contains(line, "vram replay") {
+				continue
+			}
+			line, _, _ = strings.Cut(line, "#")
+			for _, arg := range strings.Fields(line) {
+				arg = strings.Trim(arg, `'"`)
+				if strings.HasPrefix(arg, "-") || strings.HasPrefix(arg, "synth:") || !strings.Contains(arg, "/") && !strings.Contains(arg, ".") {
+					continue
+				}
+				if strings.HasSuffix(arg, "/vram") || arg == "vram" || strings.Contains(arg, "GiB") || strings.Contains(arg, ",") {
+					continue // the binary, a size, a policy list
+				}
+				n++
+				if filepath.IsAbs(arg) || strings.HasPrefix(filepath.Clean(arg), "..") {
+					t.Errorf("%s: the example's trace %s is outside the repository", src.name, arg)
+					continue
+				}
+				matches, err := filepath.Glob(filepath.Join("../..", arg))
+				if err != nil || len(matches) == 0 {
+					t.Errorf("%s: the example's trace %s is not in the repository", src.name, arg)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no example names a trace file", src.name)
+		}
+	}
+}
+
+// The example traces replay.
+func TestExampleTracesReplay(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/traces/*")
+	var traces []string
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".md") {
+			traces = append(traces, f)
+		}
+	}
+	if len(traces) == 0 {
+		t.Fatal("no example traces")
+	}
+	code, out, errs := vram(append([]string{"--json", "--no-min-capacity"}, traces...)...)
+	if code != 0 || strings.Count(out, "\n") != len(traces) {
+		t.Errorf("exit %d, %d lines for %d traces; stderr %q", code, strings.Count(out, "\n"), len(traces), errs)
 	}
 }

@@ -25,7 +25,8 @@
 //
 // The model keeps each device's used memory and each listed process's
 // memory over the last Window samples (the --window span divided by the
-// interval, 16 to 4096 samples). A process that leaves the driver's list is
+// interval, 16 to 4096 samples; when that bound changes the span, the
+// footer shows the span and the one asked for). A process that leaves the driver's list is
 // forgotten; a PID reused by a process with another start time starts a new
 // history. Graphs are drawn on a fixed time axis: the full width is always
 // Window samples, newest on the right, a column holding several samples shows

@@ -22,6 +22,10 @@ type Config struct {
 	// Window is how many samples the history graphs, sparklines and growth
 	// rates span.
 	Window int
+	// AskedWindow is the span that was asked for (--window); when Window
+	// samples at Interval do not cover it (the history has a fixed range
+	// of lengths), the footer says so. Zero: nothing was asked.
+	AskedWindow time.Duration
 	// ReadOnly disables t and k.
 	ReadOnly bool
 	// Hostname is shown in the header.

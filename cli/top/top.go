@@ -13,6 +13,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/vramhq/vram/gpu"
 )
@@ -31,6 +32,8 @@ type Options struct {
 	Frame      int
 	Width      int
 	Height     int
+
+	frameGiven bool // --frame was on the command line
 }
 
 // Bounds of the history: fewer samples give no growth rate, more cost time
@@ -57,14 +60,16 @@ Like vram status, only the GPUs named by CUDA_VISIBLE_DEVICES or
 NVIDIA_VISIBLE_DEVICES are shown when either is set; --all-gpus shows every
 GPU and --gpu picks some.
 
---frame N prints one frame to stdout after N samples instead of running the
-interactive screen (for scripts, logs and documentation).`,
+The interactive screen needs a terminal on stdin and stdout. --frame N prints
+one frame to stdout after N samples instead (for scripts, logs and
+documentation); vram watch prints the figures as lines.`,
 		Example: `  vram top
   vram top --interval 250ms --readonly
   vram top --simulate 4
   vram top --frame 30 --interval 100ms --width 120 --height 40 > frame.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.frameGiven = cmd.Flags().Changed("frame")
 			err := run(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout())
 			var u usageError
 			if errors.As(err, &u) {
@@ -75,7 +80,7 @@ interactive screen (for scripts, logs and documentation).`,
 	}
 	f := c.Flags()
 	f.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
-	f.DurationVar(&o.Window, "window", 5*time.Minute, "time span of the graphs, sparklines and growth rates")
+	f.DurationVar(&o.Window, "window", 5*time.Minute, fmt.Sprintf("time span of the graphs, sparklines and growth rates (%d to %d samples of --interval; the footer says when that changes it)", minWindowSamples, maxWindowSamples))
 	f.IntVar(&o.Simulate, "simulate", 0, "run against a simulated host of `N` GPUs (synthetic processes; no driver needed)")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
 	f.BoolVar(&o.AllGPUs, "all-gpus", false, "show every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
@@ -105,8 +110,8 @@ func (o *Options) validate() (int, error) {
 		return bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
 	case o.IdleWindow <= 0:
 		return bad("--idle-window %v: must be positive", o.IdleWindow)
-	case o.Frame < 0:
-		return bad("--frame %d: must be the number of samples before the frame (1 or more)", o.Frame)
+	case o.Frame < 0 || o.Frame == 0 && o.frameGiven:
+		return bad("--frame %d: must be the number of samples before the frame (1 or more); without --frame, vram top runs interactively", o.Frame)
 	case o.Frame > 0 && (o.Width < minWidth || o.Height < minHeight):
 		return bad("--width %d --height %d: a frame needs at least %dx%d", o.Width, o.Height, minWidth, minHeight)
 	}
@@ -193,7 +198,7 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 	}
 	defer src.host.Close()
 	cfg := Config{
-		Interval: o.Interval, Window: window, ReadOnly: o.ReadOnly, Hostname: src.name,
+		Interval: o.Interval, Window: window, AskedWindow: o.Window, ReadOnly: o.ReadOnly, Hostname: src.name,
 		Self: os.Getpid(), Signaller: src.signal, Procs: src.procs, Note: src.note,
 	}
 	m := New(cfg, src.sampler.Sample)
@@ -206,6 +211,9 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 		_, err = fmt.Fprintln(w, frame)
 		return err
 	}
+	if err := needTerminal(in, out); err != nil {
+		return err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -214,6 +222,39 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("terminal UI (--frame N prints one frame without a terminal): %w", err)
 	}
 	return nil
+}
+
+// needTerminal refuses to start the interactive screen where it cannot
+// run: on input or output that is not a terminal (a pipe, a file, a
+// service's /dev/null).
+func needTerminal(in io.Reader, out io.Writer) error {
+	var not []string
+	if !isTerminal(in) {
+		not = append(not, "stdin")
+	}
+	if !isTerminal(out) {
+		not = append(not, "stdout")
+	}
+	var what string
+	switch len(not) {
+	case 0:
+		return nil
+	case 1:
+		what = not[0] + " is not a terminal"
+	default:
+		what = "stdin and stdout are not terminals"
+	}
+	return fmt.Errorf("top is interactive and needs a terminal, but %s; `vram watch` prints GPU memory as lines without one, and `vram top --frame N` prints a single frame", what)
+}
+
+// isTerminal reports whether f is a file on a terminal.
+func isTerminal(f any) bool {
+	fd, ok := f.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(fd.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // renderFrame feeds n samples to the model, sleeping the interval between

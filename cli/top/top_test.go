@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,7 @@ func TestValidate(t *testing.T) {
 		{name: "too many simulated", mod: func(o *Options) { o.Simulate = 65 }, err: "--simulate 65"},
 		{name: "idle window", mod: func(o *Options) { o.IdleWindow = 0 }, err: "--idle-window 0s"},
 		{name: "negative frame", mod: func(o *Options) { o.Frame = -2 }, err: "--frame -2"},
+		{name: "frame 0 given", mod: func(o *Options) { o.frameGiven = true }, err: "--frame 0: must be the number of samples before the frame (1 or more); without --frame, vram top runs interactively"},
 		{name: "tiny frame", mod: func(o *Options) { o.Frame = 1; o.Width = 20 }, err: "a frame needs at least 60x12"},
 	}
 	for _, tt := range tests {
@@ -169,4 +172,67 @@ func TestCommandFrame(t *testing.T) {
 		t.Errorf("frame:\n%s", s)
 	}
 	checkFrame(t, strings.TrimSuffix(s, "\n"), 90, 20)
+}
+
+// When --window does not fit the history's range of lengths at the
+// interval, the footer says what the window is and what was asked.
+func TestFooterSaysWhenTheWindowChanged(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--interval", "50ms"}, "window 3m24.8s (5m0s asked; at most 4096 samples)"},
+		{[]string{"--interval", "1s", "--window", "5s"}, "window 16s (5s asked; at least 16 samples)"},
+		{[]string{"--interval", "50ms", "--width", "80"}, "window 3m24.8s (5m0s asked) "},
+		{[]string{"--interval", "1s", "--window", "2m"}, "window 2m0s  "},
+	} {
+		cmd := NewCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetArgs(append([]string{"--simulate", "1", "--frame", "1", "--height", "20"}, tc.args...))
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if footer := lines[len(lines)-1]; !strings.Contains(footer, tc.want) {
+			t.Errorf("%v: footer %q, want it to contain %q", tc.args, footer, tc.want)
+		}
+	}
+}
+
+// Without a terminal the interactive screen says what it needs and what
+// works instead, rather than failing inside the terminal library.
+func TestNeedsATerminal(t *testing.T) {
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	for _, tc := range []struct {
+		name string
+		in   io.Reader
+		out  io.Writer
+		not  string
+	}{
+		{"a pipe and a buffer", strings.NewReader(""), &bytes.Buffer{}, "stdin and stdout are not terminals;"},
+		{"/dev/null", devNull, devNull, "stdin and stdout are not terminals;"},
+		{"output to /dev/null", strings.NewReader(""), devNull, "stdin and stdout are not terminals;"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			o := &Options{Simulate: 1, Interval: time.Second, Window: time.Minute, IdleWindow: 30 * time.Second}
+			err := run(ctx, o, tc.in, tc.out)
+			if err == nil || !strings.Contains(err.Error(), "top is interactive and needs a terminal, but "+tc.not) ||
+				!strings.Contains(err.Error(), "`vram watch`") || !strings.Contains(err.Error(), "--frame N") {
+				t.Errorf("error %v", err)
+			}
+			if err != nil && (strings.Contains(err.Error(), "cancelable") || strings.Contains(err.Error(), "\n")) {
+				t.Errorf("error %q shows the terminal library's internals or spans lines", err)
+			}
+		})
+	}
+	if err := needTerminal(strings.NewReader(""), os.Stdout); isTerminal(os.Stdout) && (err == nil || !strings.Contains(err.Error(), "but stdin is not a terminal;")) {
+		t.Errorf("only stdin is not a terminal: %v", err)
+	}
 }

@@ -497,7 +497,11 @@ func (m Model) statusLine(shown int) string {
 		if m.snap != nil {
 			total = len(m.snap.Processes)
 		}
-		left = fmt.Sprintf("sort: %s · %d/%d processes · window %s", m.sortLabel(), shown, total, m.windowSpan())
+		long, short := m.windowLabels()
+		left = fmt.Sprintf("sort: %s · %d/%d processes · %s", m.sortLabel(), shown, total, long)
+		if ansi.StringWidth(left)+ansi.StringWidth(right) >= m.width {
+			left = fmt.Sprintf("sort: %s · %d/%d processes · %s", m.sortLabel(), shown, total, short)
+		}
 		if m.filter != "" {
 			left += fmt.Sprintf(" · filter %q", m.filter)
 		}
@@ -506,6 +510,29 @@ func (m Model) statusLine(shown int) string {
 		}
 	}
 	return spread(left, stFaint.Render(right), m.width)
+}
+
+// windowLabels say what the graphs span, in a long and a short form. When
+// --window asked for more samples than the history keeps (a short
+// interval) or for fewer than a growth rate needs, the window is not what
+// was asked, and both forms say so.
+func (m Model) windowLabels() (long, short string) {
+	span := "window " + m.windowSpan()
+	asked := m.cfg.AskedWindow
+	if asked <= 0 || m.cfg.Interval <= 0 {
+		return span, span
+	}
+	n := int(asked / m.cfg.Interval)
+	var why string
+	switch {
+	case n > m.cfg.Window:
+		why = fmt.Sprintf("at most %d samples", m.cfg.Window)
+	case n < m.cfg.Window:
+		why = fmt.Sprintf("at least %d samples", m.cfg.Window)
+	default:
+		return span, span
+	}
+	return fmt.Sprintf("%s (%v asked; %s)", span, asked, why), fmt.Sprintf("%s (%v asked)", span, asked)
 }
 
 func (m Model) sortLabel() string {

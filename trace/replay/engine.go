@@ -11,6 +11,7 @@ import (
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/sim"
 	"github.com/vramhq/vram/trace/rmm"
+	"github.com/vramhq/vram/units"
 )
 
 // Options tune one pass.
@@ -115,7 +116,7 @@ type OOM struct {
 }
 
 func (o *OOM) Error() string {
-	return fmt.Sprintf("out of memory at record %d (%d bytes): %v", o.Record, o.Size, o.Err)
+	return fmt.Sprintf("out of memory at record %d (%s): %v", o.Record, units.FormatBytes(o.Size), o.Err)
 }
 
 // callCounter is implemented by the simulated device.

@@ -7,6 +7,7 @@ import (
 	"github.com/vramhq/vram/alloc/sim"
 	"github.com/vramhq/vram/trace/replay"
 	"github.com/vramhq/vram/trace/rmm"
+	"github.com/vramhq/vram/units"
 )
 
 // Replay a few records on a simulated 1 GiB device: a 6 MiB request is cut
@@ -25,12 +26,12 @@ func ExampleReplay() {
 		return
 	}
 	fmt.Println("ops:", res.Ops, "unknown frees:", res.UnknownFrees)
-	fmt.Println("peak live:", replay.FormatBytes(res.PeakLiveBytes), "reserved:", replay.FormatBytes(res.PeakReservedBytes))
-	fmt.Println("leaked:", replay.FormatBytes(res.LeakedBytes), "driver calls:", res.DeviceCalls.Total())
+	fmt.Println("peak live:", units.FormatBytes(res.PeakLiveBytes), "reserved:", units.FormatBytes(res.PeakReservedBytes))
+	fmt.Println("leaked:", units.FormatBytes(res.LeakedBytes), "driver calls:", res.DeviceCalls.Total())
 	// Output:
 	// ops: 3 unknown frees: 1
-	// peak live: 8 MiB reserved: 20 MiB
-	// leaked: 2 MiB driver calls: 1
+	// peak live: 8.00 MiB reserved: 20.00 MiB
+	// leaked: 2.00 MiB driver calls: 1
 }
 
 // Measure a generated trace under every policy, with the smallest capacity

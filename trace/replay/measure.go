@@ -2,6 +2,8 @@ package replay
 
 import (
 	"fmt"
+
+	"github.com/vramhq/vram/units"
 )
 
 // MeasureOptions say how Measure runs.
@@ -127,38 +129,17 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 		s, done, _, err := t.source(false)
 		return s, done, err
 	}
-	say("bisecting the smallest capacity between %s and %s", FormatBytes(res.PeakLiveBytes), FormatBytes(res.PeakReservedBytes))
+	say("bisecting the smallest capacity between %s and %s", units.FormatBytes(res.PeakLiveBytes), units.FormatBytes(res.PeakReservedBytes))
 	mc, err := MinCapacity(open, opt.Device, cfg, res.PeakLiveBytes, res.PeakReservedBytes, func(s Step) {
 		verdict := "out of memory"
 		if s.Complete {
 			verdict = "completes"
 		}
-		say("bisection pass %d: cap %s %s", s.Pass, FormatBytes(s.Cap), verdict)
+		say("bisection pass %d: cap %s %s", s.Pass, units.FormatBytes(s.Cap), verdict)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", t.Name, p.Name, err)
 	}
 	rep.MinCapacity = &mc
 	return rep, nil
-}
-
-// FormatBytes renders a size with a binary unit and three significant
-// figures or so: 512 B, 1.5 KiB, 4971 MiB, 10.6 GiB.
-func FormatBytes(b uint64) string {
-	const (
-		kib = 1 << 10
-		mib = 1 << 20
-		gib = 1 << 30
-	)
-	switch {
-	case b >= 100*gib:
-		return fmt.Sprintf("%.0f GiB", float64(b)/gib)
-	case b >= 10*gib:
-		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
-	case b >= mib:
-		return fmt.Sprintf("%.0f MiB", float64(b)/mib)
-	case b >= kib:
-		return fmt.Sprintf("%.1f KiB", float64(b)/kib)
-	}
-	return fmt.Sprintf("%d B", b)
 }

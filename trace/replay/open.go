@@ -8,10 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
-	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/trace/rmm"
 	"github.com/vramhq/vram/trace/synth"
 	"github.com/vramhq/vram/trace/torchsnap"
@@ -96,12 +94,7 @@ func (t *Trace) load() error {
 }
 
 // SynthSyntax documents the synthetic trace specs that Open reads.
-const SynthSyntax = `synth:KIND[:KEY=VALUE,...], KIND one of
-  random     seed, allocations, min, max (sizes), maxlive, maxlivebytes (size), p (allocate probability)
-  batchwalk  seed, start, end (batch sizes), steps, layers, activation, weights, workspace (sizes)
-  kvcache    seed, sequences, concurrent, tokensperblock, block (size), promptmin, promptmax,
-             outputmin, outputmax (tokens), scratch, weights (sizes)
-sizes take units (512MiB, 1.5GiB); unset keys take the generator's defaults (see trace/synth).`
+const SynthSyntax = "synth:" + synth.SpecSyntax
 
 // Open reads a trace spec: "synth:..." (SynthSyntax), or the path of an RMM
 // log (plain or gzip) or of a PyTorch memory snapshot pickle (plain or gzip,
@@ -110,15 +103,11 @@ sizes take units (512MiB, 1.5GiB); unset keys take the generator's defaults (see
 // read here: Open only checks that it can be opened and what it holds.
 func Open(spec string) ([]*Trace, error) {
 	if rest, ok := strings.CutPrefix(spec, "synth:"); ok {
-		gen, err := parseSynth(rest)
+		gen, err := synth.ParseSpec(rest)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", spec, err)
 		}
-		recs, err := gen()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", spec, err)
-		}
-		return []*Trace{FromRecords(spec, recs)}, nil
+		return []*Trace{FromRecords(spec, gen())}, nil
 	}
 	f, err := os.Open(spec)
 	if err != nil {
@@ -185,92 +174,4 @@ func traceName(path string) string {
 		n = strings.TrimSuffix(n, ext)
 	}
 	return n
-}
-
-// parseSynth reads a generator spec (SynthSyntax without "synth:") and
-// returns the generator, configured, without running it.
-func parseSynth(spec string) (func() ([]rmm.Record, error), error) {
-	kind, params, _ := strings.Cut(spec, ":")
-	var (
-		set map[string]func(string) error
-		gen func() ([]rmm.Record, error)
-	)
-	switch kind {
-	case "random":
-		var c synth.RandomConfig
-		set = map[string]func(string) error{
-			"seed": u64Var(&c.Seed), "allocations": intVar(&c.Allocations),
-			"min": sizeVar(&c.MinSize), "max": sizeVar(&c.MaxSize),
-			"maxlive": intVar(&c.MaxLive), "maxlivebytes": sizeVar(&c.MaxLiveBytes),
-			"p": floatVar(&c.AllocProbability),
-		}
-		gen = func() ([]rmm.Record, error) { return synth.Random(c) }
-	case "batchwalk":
-		var c synth.BatchWalkConfig
-		set = map[string]func(string) error{
-			"seed": u64Var(&c.Seed), "start": intVar(&c.StartBatch), "end": intVar(&c.EndBatch),
-			"steps": intVar(&c.StepsPerBatch), "layers": intVar(&c.Layers),
-			"activation": sizeVar(&c.ActivationBytesPerSample), "weights": sizeVar(&c.WeightBytes),
-			"workspace": sizeVar(&c.WorkspaceBytes),
-		}
-		gen = func() ([]rmm.Record, error) { return synth.BatchWalk(c) }
-	case "kvcache":
-		var c synth.KVCacheConfig
-		set = map[string]func(string) error{
-			"seed": u64Var(&c.Seed), "sequences": intVar(&c.Sequences), "concurrent": intVar(&c.MaxConcurrent),
-			"tokensperblock": intVar(&c.TokensPerBlock), "block": sizeVar(&c.BlockBytes),
-			"promptmin": intVar(&c.MinPromptTokens), "promptmax": intVar(&c.MaxPromptTokens),
-			"outputmin": intVar(&c.MinOutputTokens), "outputmax": intVar(&c.MaxOutputTokens),
-			"scratch": sizeVar(&c.ScratchBytesPerSequence), "weights": sizeVar(&c.WeightBytes),
-		}
-		gen = func() ([]rmm.Record, error) { return synth.KVCache(c) }
-	default:
-		return nil, fmt.Errorf("unknown generator %q (known: random, batchwalk, kvcache)", kind)
-	}
-	if params != "" {
-		for _, kv := range strings.Split(params, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return nil, fmt.Errorf("%q: want KEY=VALUE", kv)
-			}
-			f, known := set[k]
-			if !known {
-				return nil, fmt.Errorf("unknown key %q for %s", k, kind)
-			}
-			if err := f(v); err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-		}
-	}
-	return gen, nil
-}
-
-func u64Var(p *uint64) func(string) error {
-	return func(s string) (err error) { *p, err = strconv.ParseUint(s, 10, 64); return unwrapNum(err) }
-}
-
-func intVar(p *int) func(string) error {
-	return func(s string) error {
-		v, err := strconv.Atoi(s)
-		*p = v
-		return unwrapNum(err)
-	}
-}
-
-func floatVar(p *float64) func(string) error {
-	return func(s string) (err error) { *p, err = strconv.ParseFloat(s, 64); return unwrapNum(err) }
-}
-
-func sizeVar(p *uint64) func(string) error {
-	return func(s string) (err error) { *p, err = alloc.ParseSize(s); return err }
-}
-
-// unwrapNum turns strconv's `strconv.Atoi: parsing "x": invalid syntax`
-// into `"x": invalid syntax`.
-func unwrapNum(err error) error {
-	var ne *strconv.NumError
-	if errors.As(err, &ne) {
-		return fmt.Errorf("%q: %w", ne.Num, ne.Err)
-	}
-	return err
 }

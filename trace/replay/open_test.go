@@ -81,9 +81,11 @@ func TestOpen(t *testing.T) {
 		{spec: "synth:nope", errPart: `unknown generator "nope"`},
 		{spec: "synth:random:seed", errPart: `"seed": want KEY=VALUE`},
 		{spec: "synth:random:colour=red", errPart: `unknown key "colour" for random`},
-		{spec: "synth:random:seed=x", errPart: `seed: "x": invalid syntax`},
-		{spec: "synth:random:max=lots", errPart: "max:"},
-		{spec: "synth:batchwalk:start=9,end=2", errPart: "synth:batchwalk:start=9,end=2:"},
+		{spec: "synth:random:seed=x", errPart: `seed=x: want a whole number`},
+		{spec: "synth:random:max=lots", errPart: `max=lots: size "lots"`},
+		{spec: "synth:batchwalk:start=9,end=2", errPart: "synth:batchwalk:start=9,end=2: start=9 is above end=2"},
+		{spec: "synth:random:allocations=0", errPart: "synth:random:allocations=0: allocations=0: must be at least 1"},
+		{spec: "synth:kvcache:seed=1,seed=2", errPart: "seed is given twice (seed=1 and seed=2)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -184,16 +186,5 @@ func TestHistogram(t *testing.T) {
 func TestCalibrateTimer(t *testing.T) {
 	if o := calibrateTimer(); o < 0 || o > 100000 {
 		t.Errorf("timer overhead %d ns", o)
-	}
-}
-
-func TestFormatBytes(t *testing.T) {
-	for _, tc := range []struct {
-		in   uint64
-		want string
-	}{{512, "512 B"}, {1536, "1.5 KiB"}, {4971 * mib, "4971 MiB"}, {11584667648, "10.8 GiB"}, {141 << 30, "141 GiB"}} {
-		if got := FormatBytes(tc.in); got != tc.want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/trace/rmm"
+	"github.com/vramhq/vram/units"
 )
 
-// RandomConfig configures Random. Zero fields take the defaults in brackets.
+// RandomConfig configures Random. Zero fields take the defaults in brackets
+// (in a spec read by ParseSpec, a key given is its value, 0 included).
 type RandomConfig struct {
 	Seed        uint64
 	Allocations int    // allocations in the trace [1000]
@@ -32,33 +34,43 @@ type RandomConfig struct {
 // chosen live allocation if not. When the allocations are all made, the
 // remaining live ones are freed in random order.
 func Random(cfg RandomConfig) ([]rmm.Record, error) {
-	if cfg.Allocations == 0 {
-		cfg.Allocations = 1000
+	cfg.fill(nil)
+	if err := cfg.check(goNames); err != nil {
+		return nil, fmt.Errorf("synth: random: %w", err)
 	}
-	if cfg.MinSize == 0 {
-		cfg.MinSize = 1
-	}
-	if cfg.MaxSize == 0 {
-		cfg.MaxSize = max(64<<20, cfg.MinSize)
-	}
-	if cfg.MaxLiveBytes == 0 {
-		cfg.MaxLiveBytes = 16000 << 20
-	}
-	if cfg.AllocProbability == 0 {
-		cfg.AllocProbability = 0.73
-	}
+	return random(cfg), nil
+}
+
+// fill sets the zero fields to their defaults, except those given.
+func (c *RandomConfig) fill(given fields) {
+	setDefault(&c.Allocations, 1000, given["Allocations"])
+	setDefault(&c.MinSize, 1, given["MinSize"])
+	setDefault(&c.MaxSize, max(64<<20, c.MinSize), given["MaxSize"])
+	setDefault(&c.MaxLiveBytes, 16000<<20, given["MaxLiveBytes"])
+	setDefault(&c.AllocProbability, 0.73, given["AllocProbability"])
+}
+
+// check refuses what Random cannot generate, once the defaults are filled.
+func (c *RandomConfig) check(n names) error {
 	switch {
-	case cfg.Allocations < 0:
-		return nil, fmt.Errorf("synth: random: Allocations is negative (%d)", cfg.Allocations)
-	case cfg.MinSize > cfg.MaxSize:
-		return nil, fmt.Errorf("synth: random: MinSize %d is above MaxSize %d", cfg.MinSize, cfg.MaxSize)
-	case cfg.MaxSize > cfg.MaxLiveBytes:
-		return nil, fmt.Errorf("synth: random: MaxSize %d is above MaxLiveBytes %d", cfg.MaxSize, cfg.MaxLiveBytes)
-	case cfg.MaxLive < 0:
-		return nil, fmt.Errorf("synth: random: MaxLive is negative (%d)", cfg.MaxLive)
-	case !(cfg.AllocProbability > 0 && cfg.AllocProbability <= 1):
-		return nil, fmt.Errorf("synth: random: AllocProbability %v is not in (0, 1]", cfg.AllocProbability)
+	case c.Allocations < 1:
+		return fmt.Errorf("%s: must be at least 1", n.int("Allocations", c.Allocations))
+	case c.MinSize < 1:
+		return fmt.Errorf("%s: must be at least 1 B", n.size("MinSize", c.MinSize))
+	case c.MinSize > c.MaxSize:
+		return fmt.Errorf("%s is above %s", n.size("MinSize", c.MinSize), n.size("MaxSize", c.MaxSize))
+	case c.MaxSize > c.MaxLiveBytes:
+		return fmt.Errorf("%s is above %s: the largest allocation would not fit", n.size("MaxSize", c.MaxSize), n.size("MaxLiveBytes", c.MaxLiveBytes))
+	case c.MaxLive < 0 || c.MaxLive == 0 && n.given["MaxLive"]:
+		return fmt.Errorf("%s: must be at least 1 (left unset, there is no cap)", n.int("MaxLive", c.MaxLive))
+	case !(c.AllocProbability > 0 && c.AllocProbability <= 1):
+		return fmt.Errorf("%s: must be in (0, 1]", n.float("AllocProbability", c.AllocProbability))
 	}
+	return nil
+}
+
+// random is Random of a filled and checked configuration.
+func random(cfg RandomConfig) []rmm.Record {
 	r := newRNG(cfg.Seed)
 	b := newBuilder(stepOr(cfg.Step), 0)
 	var live []uint64
@@ -75,7 +87,7 @@ func Random(cfg RandomConfig) ([]rmm.Record, error) {
 	for len(live) > 0 {
 		live = freeRandom(b, r, live)
 	}
-	return b.recs, nil
+	return b.recs
 }
 
 // freeRandom frees a uniformly chosen element of live and swap-removes it.
@@ -94,7 +106,7 @@ func stepOr(d time.Duration) time.Duration {
 }
 
 // BatchWalkConfig configures BatchWalk. Zero fields take the defaults in
-// brackets.
+// brackets (in a spec read by ParseSpec, a key given is its value).
 type BatchWalkConfig struct {
 	Seed uint64
 	// The batch size walks from StartBatch to EndBatch, both included [1, 8].
@@ -122,32 +134,45 @@ type BatchWalkConfig struct {
 // the gradient that came before. It is the shape of memory that decides the
 // largest batch that fits.
 func BatchWalk(cfg BatchWalkConfig) ([]rmm.Record, error) {
-	if cfg.StartBatch == 0 {
-		cfg.StartBatch = 1
+	cfg.fill(nil)
+	if err := cfg.check(goNames); err != nil {
+		return nil, fmt.Errorf("synth: batch walk: %w", err)
 	}
-	if cfg.EndBatch == 0 {
-		cfg.EndBatch = max(8, cfg.StartBatch)
-	}
-	if cfg.StepsPerBatch == 0 {
-		cfg.StepsPerBatch = 3
-	}
-	if cfg.Layers == 0 {
-		cfg.Layers = 12
-	}
-	if cfg.ActivationBytesPerSample == 0 {
-		cfg.ActivationBytesPerSample = 4 << 20
-	}
-	if cfg.WeightBytes == 0 {
-		cfg.WeightBytes = 256 << 20
-	}
+	return batchWalk(cfg), nil
+}
+
+// fill sets the zero fields to their defaults, except those given.
+func (c *BatchWalkConfig) fill(given fields) {
+	setDefault(&c.StartBatch, 1, given["StartBatch"])
+	setDefault(&c.EndBatch, max(8, c.StartBatch), given["EndBatch"])
+	setDefault(&c.StepsPerBatch, 3, given["StepsPerBatch"])
+	setDefault(&c.Layers, 12, given["Layers"])
+	setDefault(&c.ActivationBytesPerSample, 4<<20, given["ActivationBytesPerSample"])
+	setDefault(&c.WeightBytes, 256<<20, given["WeightBytes"])
+}
+
+// check refuses what BatchWalk cannot generate, once the defaults are
+// filled.
+func (c *BatchWalkConfig) check(n names) error {
 	switch {
-	case cfg.StartBatch < 1 || cfg.EndBatch < cfg.StartBatch:
-		return nil, fmt.Errorf("synth: batch walk: batches %d..%d are not a range of positive sizes", cfg.StartBatch, cfg.EndBatch)
-	case cfg.StepsPerBatch < 0 || cfg.Layers < 0:
-		return nil, errors.New("synth: batch walk: StepsPerBatch and Layers must not be negative")
-	case cfg.ActivationBytesPerSample > 1<<40:
-		return nil, fmt.Errorf("synth: batch walk: ActivationBytesPerSample %d is over 1 TiB", cfg.ActivationBytesPerSample)
+	case c.StartBatch < 1:
+		return fmt.Errorf("%s: must be at least 1", n.int("StartBatch", c.StartBatch))
+	case c.StartBatch > c.EndBatch:
+		return fmt.Errorf("%s is above %s", n.int("StartBatch", c.StartBatch), n.int("EndBatch", c.EndBatch))
+	case c.StepsPerBatch < 1:
+		return fmt.Errorf("%s: must be at least 1", n.int("StepsPerBatch", c.StepsPerBatch))
+	case c.Layers < 1:
+		return fmt.Errorf("%s: must be at least 1", n.int("Layers", c.Layers))
+	case c.ActivationBytesPerSample < 1 || c.ActivationBytesPerSample > 1<<40:
+		return fmt.Errorf("%s: must be between 1 B and %s", n.size("ActivationBytesPerSample", c.ActivationBytesPerSample), units.FormatBytes(1<<40))
+	case c.WeightBytes < 1:
+		return fmt.Errorf("%s: must be at least 1 B", n.size("WeightBytes", c.WeightBytes))
 	}
+	return nil
+}
+
+// batchWalk is BatchWalk of a filled and checked configuration.
+func batchWalk(cfg BatchWalkConfig) []rmm.Record {
 	r := newRNG(cfg.Seed)
 	factor := make([]float64, cfg.Layers)
 	for i := range factor {
@@ -197,10 +222,11 @@ func BatchWalk(cfg BatchWalkConfig) ([]rmm.Record, error) {
 	for i := len(weights) - 1; i >= 0; i-- {
 		b.free(weights[i])
 	}
-	return b.recs, nil
+	return b.recs
 }
 
-// KVCacheConfig configures KVCache. Zero fields take the defaults in brackets.
+// KVCacheConfig configures KVCache. Zero fields take the defaults in brackets
+// (in a spec read by ParseSpec, a key given is its value).
 type KVCacheConfig struct {
 	Seed          uint64
 	Sequences     int // sequences served in the trace [64]
@@ -227,35 +253,56 @@ type KVCacheConfig struct {
 // when its output is complete. Each decode step also allocates and frees a
 // scratch buffer sized by the number of sequences decoded.
 func KVCache(cfg KVCacheConfig) ([]rmm.Record, error) {
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
+	cfg.fill(nil)
+	if err := cfg.check(goNames); err != nil {
+		return nil, fmt.Errorf("synth: kv cache: %w", err)
+	}
+	return kvCache(cfg), nil
+}
+
+// fill sets the zero fields to their defaults, except those given.
+func (c *KVCacheConfig) fill(given fields) {
+	setDefault(&c.Sequences, 64, given["Sequences"])
+	setDefault(&c.MaxConcurrent, 8, given["MaxConcurrent"])
+	setDefault(&c.TokensPerBlock, 16, given["TokensPerBlock"])
+	setDefault(&c.MinPromptTokens, 32, given["MinPromptTokens"])
+	setDefault(&c.MaxPromptTokens, max(512, c.MinPromptTokens), given["MaxPromptTokens"])
+	setDefault(&c.MinOutputTokens, 16, given["MinOutputTokens"])
+	setDefault(&c.MaxOutputTokens, max(256, c.MinOutputTokens), given["MaxOutputTokens"])
+	setDefault(&c.BlockBytes, 2<<20, given["BlockBytes"])
+	setDefault(&c.ScratchBytesPerSequence, 1<<20, given["ScratchBytesPerSequence"])
+	setDefault(&c.WeightBytes, 1<<30, given["WeightBytes"])
+}
+
+// check refuses what KVCache cannot generate, once the defaults are filled.
+func (c *KVCacheConfig) check(n names) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Sequences", c.Sequences}, {"MaxConcurrent", c.MaxConcurrent}, {"TokensPerBlock", c.TokensPerBlock}, {"MinPromptTokens", c.MinPromptTokens}, {"MinOutputTokens", c.MinOutputTokens}} {
+		if f.v < 1 {
+			return fmt.Errorf("%s: must be at least 1", n.int(f.name, f.v))
 		}
 	}
-	def(&cfg.Sequences, 64)
-	def(&cfg.MaxConcurrent, 8)
-	def(&cfg.TokensPerBlock, 16)
-	def(&cfg.MinPromptTokens, 32)
-	def(&cfg.MaxPromptTokens, max(512, cfg.MinPromptTokens))
-	def(&cfg.MinOutputTokens, 16)
-	def(&cfg.MaxOutputTokens, max(256, cfg.MinOutputTokens))
-	if cfg.BlockBytes == 0 {
-		cfg.BlockBytes = 2 << 20
-	}
-	if cfg.ScratchBytesPerSequence == 0 {
-		cfg.ScratchBytesPerSequence = 1 << 20
-	}
-	if cfg.WeightBytes == 0 {
-		cfg.WeightBytes = 1 << 30
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{{"BlockBytes", c.BlockBytes}, {"ScratchBytesPerSequence", c.ScratchBytesPerSequence}, {"WeightBytes", c.WeightBytes}} {
+		if f.v < 1 {
+			return fmt.Errorf("%s: must be at least 1 B", n.size(f.name, f.v))
+		}
 	}
 	switch {
-	case cfg.Sequences < 0 || cfg.MaxConcurrent < 0 || cfg.TokensPerBlock < 0:
-		return nil, errors.New("synth: kv cache: Sequences, MaxConcurrent and TokensPerBlock must not be negative")
-	case cfg.MinPromptTokens < 1 || cfg.MaxPromptTokens < cfg.MinPromptTokens:
-		return nil, fmt.Errorf("synth: kv cache: prompt tokens %d..%d are not a range of positive lengths", cfg.MinPromptTokens, cfg.MaxPromptTokens)
-	case cfg.MinOutputTokens < 1 || cfg.MaxOutputTokens < cfg.MinOutputTokens:
-		return nil, fmt.Errorf("synth: kv cache: output tokens %d..%d are not a range of positive lengths", cfg.MinOutputTokens, cfg.MaxOutputTokens)
+	case c.MinPromptTokens > c.MaxPromptTokens:
+		return fmt.Errorf("%s is above %s", n.int("MinPromptTokens", c.MinPromptTokens), n.int("MaxPromptTokens", c.MaxPromptTokens))
+	case c.MinOutputTokens > c.MaxOutputTokens:
+		return fmt.Errorf("%s is above %s", n.int("MinOutputTokens", c.MinOutputTokens), n.int("MaxOutputTokens", c.MaxOutputTokens))
 	}
+	return nil
+}
+
+// kvCache is KVCache of a filled and checked configuration.
+func kvCache(cfg KVCacheConfig) []rmm.Record {
 	type seq struct {
 		tokens, left int      // tokens held, tokens still to generate
 		blocks       []uint64 // the cache, one allocation per block
@@ -297,7 +344,7 @@ func KVCache(cfg KVCacheConfig) ([]rmm.Record, error) {
 		b.free(scratch)
 	}
 	b.free(weights)
-	return b.recs, nil
+	return b.recs
 }
 
 // SizeWeight is one size of a profile's distribution and its relative weight.
@@ -350,7 +397,7 @@ func FromProfile(cfg ProfileConfig) ([]rmm.Record, error) {
 	total := 0.0
 	for i, sw := range p.Sizes {
 		if !(sw.Weight >= 0) || math.IsInf(sw.Weight, 0) {
-			return nil, fmt.Errorf("synth: profile: size %d (entry %d) has weight %v", sw.Size, i, sw.Weight)
+			return nil, fmt.Errorf("synth: profile: size %s (entry %d) has weight %v", units.FormatBytes(sw.Size), i, sw.Weight)
 		}
 		total += sw.Weight
 		cum[i] = total

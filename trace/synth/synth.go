@@ -20,6 +20,9 @@
 // free names a live allocation with its size, and times never decrease;
 // Validate checks these properties and sums a trace up.
 //
+// ParseSpec reads the generators' specs as vram replay takes them
+// ("random:seed=1,max=64MiB", SpecSyntax); its errors name the spec's keys.
+//
 // Pointers in generated traces are keys that pair a free with its
 // allocation, not a model of any allocator's placement: each allocation gets
 // a fresh address above 0x7f0000000000, never reused. Everything happens on

@@ -228,12 +228,16 @@ func TestConfigErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"random sizes", errOf(Random(RandomConfig{MinSize: 10, MaxSize: 5})), "MinSize 10 is above MaxSize 5"},
-		{"random cap", errOf(Random(RandomConfig{MaxSize: 10 << 20, MaxLiveBytes: 1 << 20})), "above MaxLiveBytes"},
-		{"random probability", errOf(Random(RandomConfig{AllocProbability: 1.5})), "AllocProbability"},
-		{"random negative", errOf(Random(RandomConfig{Allocations: -1})), "negative"},
-		{"batch range", errOf(BatchWalk(BatchWalkConfig{StartBatch: 5, EndBatch: 2})), "5..2"},
-		{"kv prompt", errOf(KVCache(KVCacheConfig{MinPromptTokens: 9, MaxPromptTokens: 3})), "prompt tokens 9..3"},
+		{"random sizes", errOf(Random(RandomConfig{MinSize: 10 << 30, MaxSize: 5})), "synth: random: MinSize 10.00 GiB is above MaxSize 5 B"},
+		{"random cap", errOf(Random(RandomConfig{MaxSize: 10 << 20, MaxLiveBytes: 1 << 20})), "MaxSize 10.00 MiB is above MaxLiveBytes 1.00 MiB: the largest allocation would not fit"},
+		{"random probability", errOf(Random(RandomConfig{AllocProbability: 1.5})), "AllocProbability 1.5: must be in (0, 1]"},
+		{"random negative", errOf(Random(RandomConfig{Allocations: -1})), "Allocations -1: must be at least 1"},
+		{"random live cap", errOf(Random(RandomConfig{MaxLive: -2})), "MaxLive -2: must be at least 1"},
+		{"batch range", errOf(BatchWalk(BatchWalkConfig{StartBatch: 5, EndBatch: 2})), "synth: batch walk: StartBatch 5 is above EndBatch 2"},
+		{"batch layers", errOf(BatchWalk(BatchWalkConfig{Layers: -1})), "Layers -1: must be at least 1"},
+		{"batch activation", errOf(BatchWalk(BatchWalkConfig{ActivationBytesPerSample: 2 << 40})), "ActivationBytesPerSample 2.00 TiB: must be between 1 B and 1.00 TiB"},
+		{"kv prompt", errOf(KVCache(KVCacheConfig{MinPromptTokens: 9, MaxPromptTokens: 3})), "synth: kv cache: MinPromptTokens 9 is above MaxPromptTokens 3"},
+		{"kv concurrent", errOf(KVCache(KVCacheConfig{MaxConcurrent: -1})), "MaxConcurrent -1: must be at least 1"},
 		{"profile empty", errOf(FromProfile(ProfileConfig{})), "no sizes"},
 		{"profile weights", errOf(FromProfile(ProfileConfig{Profile: Profile{Sizes: []SizeWeight{{1, 0}}}})), "weights sum to 0"},
 		{"profile NaN", errOf(FromProfile(ProfileConfig{Profile: Profile{Sizes: []SizeWeight{{1, math.NaN()}}}})), "entry 0"},
@@ -281,4 +285,28 @@ func BenchmarkRandom(b *testing.B) {
 	for b.Loop() {
 		Random(RandomConfig{Seed: 1, Allocations: 10000})
 	}
+}
+
+// FuzzParseSpec checks that no generator spec makes the parser panic and
+// that its errors are one line. The generators are not run: a fuzzed spec
+// may ask for billions of allocations.
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"random", "random:seed=1,max=64MiB", "batchwalk:start=1,end=8", "kvcache:block=2MiB,p=0.5", "random:=", "x:y=z,,", "random:p=NaN", "random:max=1MiB\n", "random:seed=1,seed=\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		gen, err := ParseSpec(spec)
+		if err != nil {
+			if gen != nil {
+				t.Errorf("%q: a generator and an error", spec)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("%q: error spans lines: %q", spec, err)
+			}
+			return
+		}
+		if gen == nil {
+			t.Errorf("%q: no generator and no error", spec)
+		}
+	})
 }
