@@ -20,8 +20,9 @@ func buildLibrary(t *testing.T, dir string) string {
 }
 
 // TestCallers drives the library from C++ as PyTorch's pluggable allocator
-// does (testdata/driver.cc) on the simulated device: the out-of-memory
-// exception, the hooks, eight threads, fork.
+// does (testdata/driver.cc) on the simulated device: settings set after
+// the library loaded, the out-of-memory exception, the hooks, eight
+// threads, fork.
 func TestCallers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the shared library")
@@ -39,7 +40,13 @@ func TestCallers(t *testing.T) {
 		t.Fatalf("building the driver: %v\n%s", err, out)
 	}
 	run := exec.Command(drv)
-	run.Env = append(os.Environ(), "VRAM_DEVICE=sim", "VRAM_ALLOC_CONF=max_bytes:64MiB")
+	// The driver sets VRAM_DEVICE and VRAM_ALLOC_CONF itself, after the
+	// library has loaded.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "VRAM_") {
+			run.Env = append(run.Env, kv)
+		}
+	}
 	out, err := run.CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {

@@ -45,6 +45,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/internal/libvram"
@@ -60,8 +61,20 @@ var (
 
 // getHost returns the process's Host, made from the environment on first use.
 func getHost() (*libvram.Host, error) {
-	hostOnce.Do(func() { host, hostErr = libvram.NewFromEnv() })
+	hostOnce.Do(func() { host, hostErr = libvram.NewFromEnv(getenv) })
 	return host, hostErr
+}
+
+// getenv reads the process's environment as it is now, through the C
+// library: Go's copy was taken when the library was loaded.
+func getenv(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	v := C.getenv(cs)
+	if v == nil {
+		return ""
+	}
+	return C.GoString(v)
 }
 
 // setError stores err as the calling thread's last error.

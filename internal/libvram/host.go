@@ -54,19 +54,22 @@ func New(open Opener, backend string, conf alloc.Config) *Host {
 	return &Host{open: open, backend: backend, conf: conf}
 }
 
-// NewFromEnv returns a Host configured from the environment: the backend
-// from VRAM_DEVICE, the settings from VRAM_ALLOC_CONF.
-func NewFromEnv() (*Host, error) {
-	conf, err := alloc.ConfigFromEnv()
+// NewFromEnv returns a Host configured from the environment, read with
+// getenv: the backend from VRAM_DEVICE, the settings from VRAM_ALLOC_CONF.
+// Inside a shared library, pass the C library's getenv: Go's copy of the
+// environment is taken when the library is loaded, and misses what the
+// program set after its start (Python's os.environ, for one).
+func NewFromEnv(getenv func(string) string) (*Host, error) {
+	conf, err := alloc.ParseConfig(getenv(alloc.EnvConfig))
 	if err != nil {
-		return nil, fmt.Errorf("vram: %w", err)
+		return nil, fmt.Errorf("vram: %s: %w", alloc.EnvConfig, err)
 	}
-	switch dev := os.Getenv(EnvDevice); dev {
+	switch dev := getenv(EnvDevice); dev {
 	case "", "cuda":
 		return New(openCUDA, "cuda", conf), nil
 	case "sim":
 		capacity := uint64(sim.DefaultCapacity)
-		if s := os.Getenv(EnvSimCapacity); s != "" {
+		if s := getenv(EnvSimCapacity); s != "" {
 			if capacity, err = alloc.ParseSize(s); err != nil || capacity == 0 {
 				return nil, fmt.Errorf("vram: %s=%q: want a size such as 8GiB", EnvSimCapacity, s)
 			}

@@ -256,3 +256,38 @@ func TestTorchSnapshot(t *testing.T) {
 	}
 	_ = h.Free(p, 1)
 }
+
+func TestNewFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		backend string
+		err     string
+	}{
+		{map[string]string{}, "cuda", ""},
+		{map[string]string{"VRAM_DEVICE": "sim", "VRAM_SIM_CAPACITY": "8GiB", "VRAM_ALLOC_CONF": "page_mapped:true"}, "sim", ""},
+		{map[string]string{"VRAM_DEVICE": "tpu"}, "", `VRAM_DEVICE="tpu": want cuda or sim`},
+		{map[string]string{"VRAM_DEVICE": "sim", "VRAM_SIM_CAPACITY": "lots"}, "", `VRAM_SIM_CAPACITY="lots"`},
+		{map[string]string{"VRAM_ALLOC_CONF": "page_mapped:perhaps"}, "", "VRAM_ALLOC_CONF: "},
+	} {
+		h, err := libvram.NewFromEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want %q", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || h.Backend() != tc.backend {
+			t.Errorf("%v: %v, %v", tc.env, h, err)
+			continue
+		}
+		if tc.backend == "sim" {
+			st, _ := h.Stats(0)
+			_ = st
+			p, err := h.Malloc(miB, 0, 0)
+			if err != nil || h.Config() != "page_mapped:true" {
+				t.Errorf("sim host: %v, config %q", err, h.Config())
+			}
+			_ = h.Free(p, 0)
+		}
+	}
+}

@@ -37,6 +37,8 @@ static long long stat(const char *key, int device) {
 
 int main() {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
+  setenv("VRAM_DEVICE", "sim", 1);
+  setenv("VRAM_ALLOC_CONF", "max_bytes:64MiB", 1);
   vram_init(1);
   void *p = vram_malloc(1 << 20, 0, nullptr);
   CHECK(p != nullptr, "1 MiB: null");
