@@ -33,16 +33,21 @@
   // ---- formatting ------------------------------------------------------------
 
   // bytes writes a size as vram's other commands do (units.FormatBytes):
-  // the unit picked by size, two decimals above bytes.
-  var UNITS = [[TiB, ' TiB'], [GiB, ' GiB'], [MiB, ' MiB'], [KiB, ' KiB']];
+  // the unit picked by size, KiB to EiB, two decimals above bytes, and a
+  // value that rounds to 1024.00 of one unit written as 1.00 of the next.
+  var UNITS = [' KiB', ' MiB', ' GiB', ' TiB', ' PiB', ' EiB'];
   function bytes(b) {
     b = num(b, null);
     if (b === null || b < 0) return 'n/a';
     b = Math.floor(b); // as a Go uint64 conversion: the history's means are fractional
-    for (var i = 0; i < UNITS.length; i++) {
-      if (b >= UNITS[i][0]) return fixed2(b / UNITS[i][0]) + UNITS[i][1];
+    if (b < KiB) return b + ' B';
+    var f = b / KiB, i = 0;
+    while (f >= 1024 && i < UNITS.length - 1) { f /= 1024; i++; }
+    for (;; i++) {
+      var t = fixed2(f);
+      if (i === UNITS.length - 1 || t !== '1024.00') return t + UNITS[i];
+      f /= 1024;
     }
-    return b + ' B';
   }
   // fixed2 is Go's %.2f of x >= 0. toFixed rounds as Go does except on an
   // exact tie, which it rounds up and Go to even; b / 1024^k is exact, so a
