@@ -5,7 +5,7 @@ import (
 
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/sim"
-	"github.com/vramhq/vram/trace/replay"
+	"github.com/vramhq/vram/replay"
 	"github.com/vramhq/vram/trace/rmm"
 	"github.com/vramhq/vram/units"
 )
