@@ -26,7 +26,7 @@
 //     once per process lifetime. A PID that is reused by a new process has a
 //     new start time and is therefore read afresh. These strings are kept
 //     exactly as read (a command line may hold newlines and escape
-//     sequences); Printable (printable.go) is the one-line, terminal-safe
+//     sequences); Printable (package proc's) is the one-line, terminal-safe
 //     form that every text output shows.
 //  3. Sampler (sampler.go) takes a full Snapshot (every NVML query plus the
 //     enrichment and the classification of each process) or a memory-only

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/vramhq/vram/proc"
 )
 
 // ProcSource reads what the kernel knows about a process. ProcFS reads a
@@ -26,18 +28,17 @@ type ProcSource interface {
 }
 
 // ErrNoProcess is wrapped by ProcSource errors for a PID with no process.
-var ErrNoProcess = errors.New("no such process")
+// It is proc.ErrNoProcess.
+var ErrNoProcess = proc.ErrNoProcess
 
-// ProcStat is the part of /proc/PID/stat the classification uses.
-type ProcStat struct {
-	PID, PPID, Session int
-	State              string // R, S, D, Z, X, T, ...
-	Comm               string
-	// StartTicks is the start time in clock ticks since boot: with the PID
-	// it identifies a process across PID reuse.
-	StartTicks uint64
-	StartTime  time.Time
-}
+// ProcStat is the part of /proc/PID/stat the classification uses: a
+// process's identity (PID and start time), parent, session, state and
+// comm. It is proc.Stat, which owns it.
+type ProcStat = proc.Stat
+
+// Printable returns s as one line that is safe to write to a terminal. It is
+// proc.Printable, which documents the escapes.
+func Printable(s string) string { return proc.Printable(s) }
 
 // ProcDetails is what is read once per process lifetime.
 type ProcDetails struct {
