@@ -20,7 +20,8 @@
 //  2. ProcSource (proc.go) enriches a PID from /proc: user, command line,
 //     cgroup and container, start time, parent and state. The procfs
 //     implementation reads a configurable proc root (testdata/proc in the
-//     tests) through github.com/prometheus/procfs. A cache keyed by
+//     tests): /proc/PID/stat through package proc (ReadStat), the rest
+//     through github.com/prometheus/procfs. A cache keyed by
 //     (PID, start time) means a sample re-reads only /proc/PID/stat, and
 //     only once per ProcRefresh; the command line, owner and cgroup are read
 //     once per process lifetime. A PID that is reused by a new process has a
