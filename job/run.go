@@ -15,8 +15,8 @@ import (
 
 	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/proc"
-	"github.com/vramhq/vram/units"
 )
 
 // DefaultInterval is the default sampling interval of a job's memory.

@@ -20,8 +20,8 @@ import (
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cuda"
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/replay"
-	"github.com/vramhq/vram/units"
 )
 
 // DefaultCapacity is the simulated device's size: an H200's 141 GiB.

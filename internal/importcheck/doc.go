@@ -5,9 +5,10 @@
 // The rules, all of them checked on the packages' own files (not their
 // tests) and on everything those import, directly or not:
 //
-//   - the public library (alloc, cuda, trace, replay, gpu, proc, detect,
-//     units and the packages below them) imports no command code (cli,
-//     serve, job, policy, python, cmd, internal/cmd);
+//   - the public library (alloc, cuda, trace, replay, gpu, proc, detect
+//     and the packages below them) imports no command code (cli, serve,
+//     job, policy, python, cmd, internal/cmd); it may use internal helpers
+//     such as internal/units;
 //   - alloc imports neither replay nor any command code: replay sits
 //     above it;
 //   - the trace formats (trace/...) import neither alloc nor replay: they

@@ -20,7 +20,7 @@ const module = "github.com/vramhq/vram"
 // The layers, as package patterns relative to the module ("x/..." is x and
 // every package below it).
 var (
-	library = []string{"alloc/...", "cuda/...", "trace/...", "replay/...", "gpu/...", "proc/...", "detect/...", "units/..."}
+	library = []string{"alloc/...", "cuda/...", "trace/...", "replay/...", "gpu/...", "proc/...", "detect/..."}
 	command = []string{"cli/...", "serve/...", "job/...", "policy/...", "python/...", "cmd/...", "internal/cmd/..."}
 	// other holds internal helpers and the packages that are only tests
 	// (of the deployment files and of the scripts).
@@ -208,7 +208,7 @@ func TestViolations(t *testing.T) {
 		pkg  pkg
 		want []string
 	}{
-		{"allowed: replay uses alloc and the formats", pkg{ImportPath: m("replay"), Deps: []string{m("alloc"), m("trace/rmm"), m("units"), "fmt"}}, nil},
+		{"allowed: replay uses alloc and the formats", pkg{ImportPath: m("replay"), Deps: []string{m("alloc"), m("trace/rmm"), m("internal/units"), "fmt"}}, nil},
 		{"allowed: alloc uses a format", pkg{ImportPath: m("alloc"), Deps: []string{m("trace/rmm")}}, nil},
 		{"allowed: command code uses the library", pkg{ImportPath: m("cli/top"), Deps: []string{m("gpu"), m("proc"), m("job")}}, nil},
 		{"allowed: an outside path that looks alike", pkg{ImportPath: m("alloc"), Deps: []string{module + "x/replay", "example.com/cli"}}, nil},
