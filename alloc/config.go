@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // EnvConfig is the environment variable read by ConfigFromEnv.

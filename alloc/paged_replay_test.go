@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/vramhq/vram/alloc"
-	"github.com/vramhq/vram/trace/replay"
+	"github.com/vramhq/vram/replay"
 )
 
 // TestPagedReplayTraces replays the RMM logs in $VRAM_TRACE_DIR and the

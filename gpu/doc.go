@@ -20,13 +20,14 @@
 //  2. ProcSource (proc.go) enriches a PID from /proc: user, command line,
 //     cgroup and container, start time, parent and state. The procfs
 //     implementation reads a configurable proc root (testdata/proc in the
-//     tests) through github.com/prometheus/procfs. A cache keyed by
+//     tests): /proc/PID/stat through package proc (ReadStat), the rest
+//     through github.com/prometheus/procfs. A cache keyed by
 //     (PID, start time) means a sample re-reads only /proc/PID/stat, and
 //     only once per ProcRefresh; the command line, owner and cgroup are read
 //     once per process lifetime. A PID that is reused by a new process has a
 //     new start time and is therefore read afresh. These strings are kept
 //     exactly as read (a command line may hold newlines and escape
-//     sequences); Printable (printable.go) is the one-line, terminal-safe
+//     sequences); Printable (package proc's) is the one-line, terminal-safe
 //     form that every text output shows.
 //  3. Sampler (sampler.go) takes a full Snapshot (every NVML query plus the
 //     enrichment and the classification of each process) or a memory-only

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/vramhq/vram/proc"
 )
 
 // ProcSource reads what the kernel knows about a process. ProcFS reads a
@@ -26,18 +28,17 @@ type ProcSource interface {
 }
 
 // ErrNoProcess is wrapped by ProcSource errors for a PID with no process.
-var ErrNoProcess = errors.New("no such process")
+// It is proc.ErrNoProcess.
+var ErrNoProcess = proc.ErrNoProcess
 
-// ProcStat is the part of /proc/PID/stat the classification uses.
-type ProcStat struct {
-	PID, PPID, Session int
-	State              string // R, S, D, Z, X, T, ...
-	Comm               string
-	// StartTicks is the start time in clock ticks since boot: with the PID
-	// it identifies a process across PID reuse.
-	StartTicks uint64
-	StartTime  time.Time
-}
+// ProcStat is the part of /proc/PID/stat the classification uses: a
+// process's identity (PID and start time), parent, session, state and
+// comm. It is proc.Stat, which owns it.
+type ProcStat = proc.Stat
+
+// Printable returns s as one line that is safe to write to a terminal. It is
+// proc.Printable, which documents the escapes.
+func Printable(s string) string { return proc.Printable(s) }
 
 // ProcDetails is what is read once per process lifetime.
 type ProcDetails struct {
@@ -59,6 +60,7 @@ type Container struct {
 
 // ProcFS is a ProcSource on a proc file system. It is safe for concurrent use.
 type ProcFS struct {
+	root     string
 	fs       procfs.FS
 	bootTime time.Time
 	lookup   func(uid uint32) (string, error)
@@ -66,10 +68,6 @@ type ProcFS struct {
 	mu    sync.Mutex
 	users map[uint32]string
 }
-
-// userHZ is the kernel's clock tick rate as /proc reports it (USER_HZ is
-// 100 on every Linux architecture that runs NVIDIA GPUs).
-const userHZ = 100
 
 // NewProcFS reads the proc file system mounted at root ("/proc" normally).
 // lookupUser maps a UID to a name; nil uses the host's user database.
@@ -91,7 +89,7 @@ func NewProcFS(root string, lookupUser func(uid uint32) (string, error)) (*ProcF
 			return u.Username, nil
 		}
 	}
-	return &ProcFS{fs: pfs, bootTime: time.Unix(int64(st.BootTime), 0), lookup: lookupUser, users: map[uint32]string{}}, nil
+	return &ProcFS{root: root, fs: pfs, bootTime: time.Unix(int64(st.BootTime), 0), lookup: lookupUser, users: map[uint32]string{}}, nil
 }
 
 func procErr(pid int, what string, err error) error {
@@ -101,18 +99,18 @@ func procErr(pid int, what string, err error) error {
 	return fmt.Errorf("pid %d: read %s: %w", pid, what, err)
 }
 
-// Stat reads /proc/PID/stat.
+// Stat reads /proc/PID/stat (proc.ReadStat) and dates the start time from
+// the boot time.
 func (p *ProcFS) Stat(pid int) (ProcStat, error) {
-	pr, err := p.fs.Proc(pid)
-	if err != nil {
-		return ProcStat{}, procErr(pid, "proc", err)
+	st, _, err := proc.ReadStat(p.root, pid, nil)
+	if errors.Is(err, proc.ErrNoProcess) {
+		return ProcStat{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
-	s, err := pr.Stat()
 	if err != nil {
-		return ProcStat{}, procErr(pid, "stat", err)
+		return ProcStat{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	start := p.bootTime.Add(time.Duration(s.Starttime) * time.Second / userHZ)
-	return ProcStat{PID: s.PID, PPID: s.PPID, Session: s.Session, State: s.State, Comm: s.Comm, StartTicks: s.Starttime, StartTime: start}, nil
+	st.StartTime = proc.Started(p.bootTime, st.StartTicks)
+	return st, nil
 }
 
 // Details reads /proc/PID/status (owner), cmdline and cgroup.

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/vramhq/vram/proc"
 )
 
 // Flags classify a process; see the package documentation for each rule.
@@ -144,6 +146,10 @@ func (p Process) Command() string {
 	}
 	return ""
 }
+
+// DisplayCommand is Command made safe for a terminal (Printable): what
+// tables and screens show. Command itself is exact.
+func (p Process) DisplayCommand() string { return proc.Printable(p.Command()) }
 
 // MemorySample is one device's memory at one instant (the fast path).
 type MemorySample struct {

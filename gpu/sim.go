@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/vramhq/vram/proc"
 )
 
 // Sim is a simulated GPU host: N devices with synthetic processes whose
@@ -138,7 +140,7 @@ func (s *Sim) addGPUProc(rng *rand.Rand, pid, dev int, shape string, boot time.T
 	started := s.start.Add(-time.Duration(10+rng.Intn(7200)) * time.Second).Truncate(time.Second)
 	gib := func(lo, hi float64) uint64 { return uint64((lo + rng.Float64()*(hi-lo)) * (1 << 30)) }
 	p := &simProc{onGPU: true, dev: dev, shape: shape, period: 20 + 40*rng.Float64(), phase: rng.Float64() * 100}
-	p.stat = ProcStat{PID: pid, PPID: 2100, Session: 2100, State: "S", StartTime: started, StartTicks: uint64(started.Sub(boot) / (time.Second / userHZ))}
+	p.stat = ProcStat{PID: pid, PPID: 2100, Session: 2100, State: "S", StartTime: started, StartTicks: uint64(started.Sub(boot) / (time.Second / proc.UserHZ))}
 	p.det = ProcDetails{UID: 1000, User: "alice", Cgroup: "/user.slice/user-1000.slice/session-3.scope"}
 	switch shape {
 	case "train":

@@ -5,7 +5,7 @@ import (
 
 	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Causes of an out-of-memory failure, as Diagnose names them.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/job"
-	"github.com/vramhq/vram/units"
 )
 
 func ExampleMatchLine() {

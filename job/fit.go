@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Placeholder marks where the candidate batch size goes in a fit command.

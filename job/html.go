@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/detect"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // WriteHTML writes a self-contained page (inline SVG and CSS, no scripts,

@@ -227,30 +227,3 @@ func FuzzMatchLine(f *testing.F) {
 		}
 	})
 }
-
-func FuzzParseStat(f *testing.F) {
-	f.Add("1234 (python3) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 987654 0 0")
-	f.Add("7 (a) b) (c) R 6 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0")
-	f.Add("")
-	f.Fuzz(func(t *testing.T, s string) {
-		st, err := parseStat([]byte(s))
-		if err == nil && st.state == 0 {
-			t.Fatalf("parsed %q without a state", s)
-		}
-	})
-}
-
-func TestParseStat(t *testing.T) {
-	st, err := parseStat([]byte("7 (a) b) (c) R 6 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.pid != 7 || st.comm != "a) b) (c" || st.state != 'R' || st.ppid != 6 || st.start != 42 {
-		t.Errorf("parsed %+v", st)
-	}
-	for _, bad := range []string{"", "12 python S 1", "x (p) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", "1 (p) S 1 2"} {
-		if _, err := parseStat([]byte(bad)); err == nil {
-			t.Errorf("parseStat(%q) did not fail", bad)
-		}
-	}
-}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // SchemaRun names the JSON layout of WriteJSON.

@@ -15,7 +15,8 @@ import (
 
 	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
+	"github.com/vramhq/vram/proc"
 )
 
 // DefaultInterval is the default sampling interval of a job's memory.
@@ -513,8 +514,8 @@ func (s *supervisor) command(pid int, comm string) string {
 		}
 	}
 	if comm == "" {
-		if st, _, err := readStat(s.spec.ProcRoot, pid, nil); err == nil {
-			comm = st.comm
+		if st, _, err := proc.ReadStat(s.spec.ProcRoot, pid, nil); err == nil {
+			comm = st.Comm
 		}
 	}
 	if comm != "" {

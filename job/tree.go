@@ -3,10 +3,8 @@ package job
 // The process tree of a job. See doc.go for an overview.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -14,90 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/proc"
 )
-
-// procStat is the part of /proc/PID/stat the tree needs.
-type procStat struct {
-	pid, ppid int
-	state     byte   // R, S, D, Z, X, T, ...
-	start     uint64 // clock ticks after boot: with pid, the process's identity
-	comm      string
-}
-
-// errGone means the process does not exist (any more).
-var errGone = errors.New("no such process")
-
-// readStat reads /proc/PID/stat under root. buf is scratch space reused
-// between calls. The command name may contain spaces and parentheses, so the
-// fields are counted from the last ')'.
-func readStat(root string, pid int, buf []byte) (procStat, []byte, error) {
-	path := root + "/" + strconv.Itoa(pid) + "/stat"
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-			return procStat{}, buf, errGone
-		}
-		return procStat{}, buf, fmt.Errorf("read %s: %w", path, err)
-	}
-	buf = buf[:cap(buf)]
-	if len(buf) < 1024 {
-		buf = make([]byte, 1024)
-	}
-	n, err := f.Read(buf)
-	f.Close()
-	if err != nil {
-		if errors.Is(err, syscall.ESRCH) {
-			return procStat{}, buf, errGone
-		}
-		return procStat{}, buf, fmt.Errorf("read %s: %w", path, err)
-	}
-	st, err := parseStat(buf[:n])
-	if err != nil {
-		return procStat{}, buf, fmt.Errorf("%s: %w", path, err)
-	}
-	return st, buf, nil
-}
-
-// parseStat parses the text of /proc/PID/stat.
-func parseStat(b []byte) (procStat, error) {
-	open := bytes.IndexByte(b, '(')
-	closing := bytes.LastIndexByte(b, ')')
-	if open < 1 || closing < open {
-		return procStat{}, errors.New("malformed stat: no (comm)")
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
-	if err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: pid: %w", err)
-	}
-	st := procStat{pid: pid, comm: string(b[open+1 : closing])}
-	// Fields after ")": state(3) ppid(4) pgrp(5) session(6) tty(7)
-	// tpgid(8) flags(9) minflt(10) cminflt(11) majflt(12) cmajflt(13)
-	// utime(14) stime(15) cutime(16) cstime(17) priority(18) nice(19)
-	// threads(20) itrealvalue(21) starttime(22).
-	fields := bytes.Fields(b[closing+1:])
-	if len(fields) < 20 {
-		return procStat{}, fmt.Errorf("malformed stat: %d fields after comm, want at least 20", len(fields))
-	}
-	if len(fields[0]) != 1 {
-		return procStat{}, fmt.Errorf("malformed stat: state %q", fields[0])
-	}
-	st.state = fields[0][0]
-	if st.ppid, err = strconv.Atoi(string(fields[1])); err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: ppid: %w", err)
-	}
-	if st.start, err = strconv.ParseUint(string(fields[19]), 10, 64); err != nil {
-		return procStat{}, fmt.Errorf("malformed stat: starttime: %w", err)
-	}
-	return st, nil
-}
 
 // member is a process of the job's tree.
 type member struct {
 	pid, ppid int
 	start     uint64
-	state     byte
+	state     string // R, S, D, Z, X, T, ...
 	comm      string
 }
 
@@ -145,13 +67,13 @@ func newTree(procRoot string, rootPID int) (*tree, error) {
 		members: map[int]member{},
 		seen:    map[int]seenPID{},
 	}
-	st, buf, err := readStat(procRoot, rootPID, nil)
+	st, buf, err := proc.ReadStat(procRoot, rootPID, nil)
 	t.buf = buf
 	if err != nil {
 		return nil, fmt.Errorf("job process %d: %w", rootPID, err)
 	}
-	t.rootStart = st.start
-	t.members[rootPID] = member{pid: rootPID, ppid: st.ppid, start: st.start, state: st.state, comm: st.comm}
+	t.rootStart = st.StartTicks
+	t.members[rootPID] = member{pid: rootPID, ppid: st.PPID, start: st.StartTicks, state: st.State, comm: st.Comm}
 	return t, nil
 }
 
@@ -168,7 +90,7 @@ func (t *tree) scan() (gone []int, err error) {
 		return nil, fmt.Errorf("list %s: %w", t.root, err)
 	}
 	seen := make(map[int]seenPID, len(t.names))
-	var fresh []procStat
+	var fresh []proc.Stat
 	for _, name := range t.names {
 		if name == "" || name[0] < '0' || name[0] > '9' {
 			continue
@@ -182,15 +104,15 @@ func (t *tree) scan() (gone []int, err error) {
 			seen[pid] = old
 			continue
 		}
-		var st procStat
-		st, t.buf, err = readStat(t.root, pid, t.buf)
+		var st proc.Stat
+		st, t.buf, err = proc.ReadStat(t.root, pid, t.buf)
 		if err != nil {
 			continue // exited between the listing and the read, or unreadable
 		}
-		if m, ok := t.members[pid]; ok && m.start == st.start {
-			m.ppid, m.state = st.ppid, st.state
+		if m, ok := t.members[pid]; ok && m.start == st.StartTicks {
+			m.ppid, m.state = st.PPID, st.State
 			t.members[pid] = m
-			seen[pid] = seenPID{start: st.start, member: true}
+			seen[pid] = seenPID{start: st.StartTicks, member: true}
 			continue
 		}
 		fresh = append(fresh, st)
@@ -208,11 +130,11 @@ func (t *tree) scan() (gone []int, err error) {
 		changed = false
 		rest := fresh[:0]
 		for _, st := range fresh {
-			_, parentIn := t.members[st.ppid]
-			isRoot := st.pid == t.rootPID && st.start == t.rootStart
+			_, parentIn := t.members[st.PPID]
+			isRoot := st.PID == t.rootPID && st.StartTicks == t.rootStart
 			if isRoot || parentIn {
-				t.members[st.pid] = member{pid: st.pid, ppid: st.ppid, start: st.start, state: st.state, comm: st.comm}
-				seen[st.pid] = seenPID{start: st.start, member: true}
+				t.members[st.PID] = member{pid: st.PID, ppid: st.PPID, start: st.StartTicks, state: st.State, comm: st.Comm}
+				seen[st.PID] = seenPID{start: st.StartTicks, member: true}
 				changed = true
 				continue
 			}
@@ -221,7 +143,7 @@ func (t *tree) scan() (gone []int, err error) {
 		fresh = rest
 	}
 	for _, st := range fresh {
-		seen[st.pid] = seenPID{start: st.start}
+		seen[st.PID] = seenPID{start: st.StartTicks}
 	}
 	t.seen = seen
 	sort.Ints(gone)
@@ -248,7 +170,7 @@ func (t *tree) pids() []int {
 // is a subreaper). The root is left to its exec.Cmd.
 func (t *tree) reap() {
 	for pid, m := range t.members {
-		if pid != t.rootPID && m.ppid == t.self && (m.state == 'Z' || m.state == 'X') {
+		if pid != t.rootPID && m.ppid == t.self && (m.state == "Z" || m.state == "X") {
 			var ws unix.WaitStatus
 			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}
@@ -268,7 +190,7 @@ func (t *tree) signal(sig syscall.Signal) (sent []int, err error) {
 	var errs []error
 	for _, pid := range pids {
 		m := t.members[pid]
-		if m.state == 'Z' || m.state == 'X' {
+		if m.state == "Z" || m.state == "X" {
 			continue
 		}
 		ok, err := signalChecked(t.root, pid, m.start, sig)
@@ -296,18 +218,15 @@ func signalChecked(root string, pid int, start uint64, sig syscall.Signal) (bool
 	return false, err
 }
 
-// statReader is a proc.Stater over the tree's own /proc/PID/stat reader.
+// statReader is a proc.Stater over a proc root's /proc/PID/stat.
 type statReader string
 
-func (root statReader) Stat(pid int) (gpu.ProcStat, error) {
-	st, _, err := readStat(string(root), pid, nil)
-	if errors.Is(err, errGone) {
-		return gpu.ProcStat{}, fmt.Errorf("PID %d: %w", pid, gpu.ErrNoProcess)
+func (root statReader) Stat(pid int) (proc.Stat, error) {
+	st, _, err := proc.ReadStat(string(root), pid, nil)
+	if errors.Is(err, proc.ErrNoProcess) {
+		return proc.Stat{}, fmt.Errorf("PID %d: %w", pid, proc.ErrNoProcess)
 	}
-	if err != nil {
-		return gpu.ProcStat{}, err
-	}
-	return gpu.ProcStat{PID: st.pid, PPID: st.ppid, State: string(st.state), Comm: st.comm, StartTicks: st.start}, nil
+	return st, err
 }
 
 // setSubreaper makes vram the reaper of orphans of its descendants.

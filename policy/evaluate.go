@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Process is what the rules know of one process holding GPU memory.

@@ -15,8 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/internal/yamlcheck"
-	"github.com/vramhq/vram/units"
 )
 
 // MaxFileSize bounds what Parse reads: a policy is a few dozen lines.

@@ -1,14 +1,16 @@
-package proc
+package proc_test
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 )
 
 // fakeProc writes a minimal proc file system: the boot time and one
@@ -35,6 +37,18 @@ func writeStat(t *testing.T, root string, pid int, comm string, ticks uint64) {
 	}
 }
 
+// recorder is a proc.Signaller that records the PIDs signalled.
+type recorder struct{ sent []int }
+
+type recorded struct {
+	r   *recorder
+	pid int
+}
+
+func (r *recorder) Open(pid int) (proc.Handle, error) { return recorded{r, pid}, nil }
+func (h recorded) Signal(syscall.Signal) error        { h.r.sent = append(h.r.sent, h.pid); return nil }
+func (recorded) Close() error                         { return nil }
+
 // TestIdentityFromProcFS runs the checked path over a fake /proc read by
 // gpu.ProcFS, the reader vram reclaim and vram top use.
 func TestIdentityFromProcFS(t *testing.T) {
@@ -48,27 +62,57 @@ func TestIdentityFromProcFS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := Identity{PID: 4100, StartTime: seen.StartTime} // what a sample records
+	id := proc.Identity{PID: 4100, StartTime: seen.StartTime} // what a sample records
 
-	sg := &fakeSignaller{}
-	if err := Signal(fs, sg, 1, id, syscall.SIGTERM); err != nil || len(sg.sent) != 1 {
+	sg := &recorder{}
+	if err := proc.Signal(fs, sg, 1, id, syscall.SIGTERM); err != nil || len(sg.sent) != 1 {
 		t.Fatalf("same process: err %v, sent %v", err, sg.sent)
 	}
 	// The process exits and its PID goes to another one, started later.
 	writeStat(t, root, 4100, "sshd", 9000)
-	err = Signal(fs, sg, 1, id, syscall.SIGTERM)
-	if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrGone) || len(sg.sent) != 1 {
+	err = proc.Signal(fs, sg, 1, id, syscall.SIGTERM)
+	if !errors.Is(err, proc.ErrRefused) || !errors.Is(err, proc.ErrGone) || len(sg.sent) != 1 {
 		t.Fatalf("reused PID: err %v, sent %v", err, sg.sent)
 	}
-	if alive, err := Alive(fs, id); alive || err != nil {
+	if alive, err := proc.Alive(fs, id); alive || err != nil {
 		t.Errorf("Alive after reuse = %v, %v", alive, err)
 	}
 	// It is gone altogether.
 	if err := os.RemoveAll(filepath.Join(root, "4100")); err != nil {
 		t.Fatal(err)
 	}
-	err = Signal(fs, sg, 1, id, syscall.SIGTERM)
-	if !errors.Is(err, ErrGone) || len(sg.sent) != 1 {
+	err = proc.Signal(fs, sg, 1, id, syscall.SIGTERM)
+	if !errors.Is(err, proc.ErrGone) || len(sg.sent) != 1 {
 		t.Fatalf("exited: err %v, sent %v", err, sg.sent)
+	}
+}
+
+// TestPidfdRealProcess signals a real child through the real path.
+func TestPidfdRealProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start sleep: %v", err)
+	}
+	defer cmd.Process.Kill()
+	fs, err := gpu.NewProcFS("/proc", nil)
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	st, err := fs.Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := proc.Identity{PID: st.PID, StartTicks: st.StartTicks + 1}
+	if err := proc.Signal(fs, proc.Pidfd, os.Getpid(), wrong, syscall.SIGKILL); !errors.Is(err, proc.ErrRefused) {
+		t.Fatalf("signal with a wrong start time: err = %v, want a refusal", err)
+	}
+	id := proc.Identity{PID: st.PID, StartTicks: st.StartTicks, StartTime: st.StartTime}
+	if err := proc.Signal(fs, proc.Pidfd, os.Getpid(), id, syscall.SIGKILL); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
 	}
 }

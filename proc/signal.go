@@ -1,4 +1,7 @@
-// Package proc signals processes that vram identified earlier, and only them.
+// Package proc is what vram knows of a process from /proc: its identity
+// (Stat: PID, start time, parent, state; ErrNoProcess when there is none),
+// the terminal-safe form of the strings read there (Printable), and the
+// checked path that signals processes vram identified earlier, and only them.
 //
 // A PID alone does not name a process: between the moment a command saw a
 // process (in a GPU sample, a job's tree, a screen of vram top) and the
@@ -32,8 +35,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/vramhq/vram/gpu"
 )
 
 // Identity names one process across PID reuse: the PID and the start time.
@@ -46,9 +47,9 @@ type Identity struct {
 }
 
 // Stater re-reads a process's /proc/PID/stat. A process that does not exist
-// yields an error wrapping gpu.ErrNoProcess.
+// yields an error wrapping ErrNoProcess.
 type Stater interface {
-	Stat(pid int) (gpu.ProcStat, error)
+	Stat(pid int) (Stat, error)
 }
 
 // Handle is an open reference to a process that signals can be sent through.
@@ -87,7 +88,7 @@ func Refuse(id Identity, self int) error {
 }
 
 // Same reports whether st describes the process id names.
-func Same(id Identity, st gpu.ProcStat) bool {
+func Same(id Identity, st Stat) bool {
 	if st.PID != id.PID {
 		return false
 	}
@@ -101,7 +102,7 @@ func Same(id Identity, st gpu.ProcStat) bool {
 // as gone: it holds nothing but its exit status).
 func Alive(st Stater, id Identity) (bool, error) {
 	cur, err := st.Stat(id.PID)
-	if errors.Is(err, gpu.ErrNoProcess) {
+	if errors.Is(err, ErrNoProcess) {
 		return false, nil
 	}
 	if err != nil {
@@ -130,7 +131,7 @@ func Signal(st Stater, sg Signaller, self int, id Identity, sig syscall.Signal) 
 	}
 	defer h.Close()
 	cur, err := st.Stat(id.PID)
-	if errors.Is(err, gpu.ErrNoProcess) {
+	if errors.Is(err, ErrNoProcess) {
 		return fmt.Errorf("PID %d has exited: nothing signalled: %w", id.PID, errors.Join(ErrRefused, ErrGone))
 	}
 	if err != nil {
@@ -138,7 +139,7 @@ func Signal(st Stater, sg Signaller, self int, id Identity, sig syscall.Signal) 
 	}
 	if !Same(id, cur) {
 		return fmt.Errorf("PID %d is now a different process (%s, started %s; expected start %s): nothing signalled: %w",
-			id.PID, gpu.Printable(cur.Comm), cur.StartTime.Format(time.DateTime), id.StartTime.Format(time.DateTime), errors.Join(ErrRefused, ErrGone))
+			id.PID, Printable(cur.Comm), cur.StartTime.Format(time.DateTime), id.StartTime.Format(time.DateTime), errors.Join(ErrRefused, ErrGone))
 	}
 	if err := h.Signal(sig); err != nil {
 		switch {

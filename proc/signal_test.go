@@ -2,21 +2,17 @@ package proc
 
 import (
 	"errors"
-	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/vramhq/vram/gpu"
 )
 
-type fakeStater map[int]gpu.ProcStat
+type fakeStater map[int]Stat
 
-func (f fakeStater) Stat(pid int) (gpu.ProcStat, error) {
+func (f fakeStater) Stat(pid int) (Stat, error) {
 	st, ok := f[pid]
 	if !ok {
-		return gpu.ProcStat{}, gpu.ErrNoProcess
+		return Stat{}, ErrNoProcess
 	}
 	return st, nil
 }
@@ -107,35 +103,5 @@ func TestAlive(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("Alive(%+v) = %v, %v; want %v", tt.id, got, err, tt.want)
 		}
-	}
-}
-
-// TestPidfdRealProcess signals a real child through the real path.
-func TestPidfdRealProcess(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start sleep: %v", err)
-	}
-	defer cmd.Process.Kill()
-	fs, err := gpu.NewProcFS("/proc", nil)
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	st, err := fs.Stat(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrong := Identity{PID: st.PID, StartTicks: st.StartTicks + 1}
-	if err := Signal(fs, Pidfd, os.Getpid(), wrong, syscall.SIGKILL); !errors.Is(err, ErrRefused) {
-		t.Fatalf("signal with a wrong start time: err = %v, want a refusal", err)
-	}
-	id := Identity{PID: st.PID, StartTicks: st.StartTicks, StartTime: st.StartTime}
-	if err := Signal(fs, Pidfd, os.Getpid(), id, syscall.SIGKILL); err != nil {
-		t.Fatalf("signal: %v", err)
-	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/gpu/gputest"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

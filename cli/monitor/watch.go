@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // WatchSchema names the layout of each vram watch --json line.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // refPrint is the watch output written with fmt, encoding/csv and

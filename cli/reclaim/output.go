@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 const simBanner = "SIMULATED HOST: synthetic processes; nothing real is signalled."

@@ -53,9 +53,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/proc"
-	"github.com/vramhq/vram/units"
 )
 
 // Options are the command's flags.

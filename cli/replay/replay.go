@@ -2,7 +2,7 @@
 // through the caching allocator under named policies and prints, per trace
 // and policy, the memory a job needed (live and reserved peaks, their ratio,
 // the smallest device it completes on), the driver calls and the host time
-// per operation. The engine is package trace/replay; this package reads the
+// per operation. The engine is package replay (top level); this package reads the
 // flags, opens the traces and renders the results.
 package replay
 
@@ -20,8 +20,8 @@ import (
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cuda"
-	"github.com/vramhq/vram/trace/replay"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
+	"github.com/vramhq/vram/replay"
 )
 
 // DefaultCapacity is the simulated device's size: an H200's 141 GiB.

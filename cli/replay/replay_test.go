@@ -16,7 +16,7 @@ import (
 	"github.com/vramhq/vram/cli"
 	replaycmd "github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cuda"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 func vram(args ...string) (code int, stdout, stderr string) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/job"
-	"github.com/vramhq/vram/units"
 )
 
 // SchemaFit names the JSON layout of vram fit.

@@ -12,7 +12,7 @@ import (
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/alloc/sim"
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // MaxDevices bounds the device indexes a Host serves.

@@ -19,8 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/internal/yamlcheck"
-	"github.com/vramhq/vram/units"
 )
 
 // Condition is what a rule watches (the when: key of a rule).

@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/serve/api"
-	"github.com/vramhq/vram/units"
 )
 
 // Input is one sample of the node, as the daemon hands it to Evaluate.

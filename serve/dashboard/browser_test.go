@@ -23,9 +23,9 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/dashboard"
-	"github.com/vramhq/vram/units"
 )
 
 // The browser tests drive a real headless Chromium over the DevTools

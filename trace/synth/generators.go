@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/trace/rmm"
-	"github.com/vramhq/vram/units"
 )
 
 // RandomConfig configures Random. Zero fields take the defaults in brackets

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/trace/rmm"
-	"github.com/vramhq/vram/units"
 )
 
 // SpecSyntax documents the generator specs that ParseSpec reads, as a

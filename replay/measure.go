@@ -3,7 +3,7 @@ package replay
 import (
 	"fmt"
 
-	"github.com/vramhq/vram/units"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // MeasureOptions say how Measure runs.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/sim"
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/trace/rmm"
-	"github.com/vramhq/vram/units"
 )
 
 // Options tune one pass.

@@ -5,9 +5,9 @@ import (
 
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/sim"
-	"github.com/vramhq/vram/trace/replay"
+	"github.com/vramhq/vram/internal/units"
+	"github.com/vramhq/vram/replay"
 	"github.com/vramhq/vram/trace/rmm"
-	"github.com/vramhq/vram/units"
 )
 
 // Replay a few records on a simulated 1 GiB device: a 6 MiB request is cut

@@ -114,4 +114,15 @@
 // that --device cuda reports the same figures; on any other alloc.Device
 // they come from the allocator's statistics (num_device_alloc +
 // num_device_free).
+//
+// # Where it sits
+//
+// Package replay is a top-level package, above alloc rather than inside
+// trace/ or alloc/: it drives the allocator (alloc, alloc/sim) with records
+// from every trace format (trace/rmm, trace/torchsnap, trace/synth). The
+// formats are leaves that alloc itself may import (alloc writes its own
+// history as rmm records), so replay cannot live among them without a cycle;
+// and it is a consumer of the allocator, not a part of it, so it does not
+// belong under alloc/ either. The dependency runs one way: replay → alloc →
+// trace/rmm.
 package replay

@@ -1,4 +1,4 @@
-package gpu
+package proc
 
 import (
 	"strconv"
@@ -16,8 +16,8 @@ import (
 // changes colours or sets the window title: a process could make vram top
 // show something it is not.
 //
-// Process keeps these strings exactly as read (JSON output quotes them
-// exactly, and a command line is matched as it is). The monitor's text
+// Package gpu's Process keeps these strings exactly as read (JSON output
+// quotes them exactly, and a command line is matched as it is). The monitor's text
 // renderings (vram status's table and CSV, vram top's table, screens and
 // dialogs) pass them through Printable, the one place that decides what is
 // safe to show; any other text output of /proc strings should too.
@@ -118,7 +118,3 @@ func appendHex(b []byte, prefix string, v uint64, digits int) []byte {
 	}
 	return append(b, h...)
 }
-
-// DisplayCommand is Command made safe for a terminal (Printable): what
-// tables and screens show. Command itself is exact.
-func (p Process) DisplayCommand() string { return Printable(p.Command()) }

@@ -2,9 +2,9 @@
 // package detecttest at several sampling intervals and noise levels, many
 // seeds each, and prints a Markdown confusion table (pattern × verdict).
 //
-//	go run ./detect/internal/confusion -seeds 100
-//	go run ./detect/internal/confusion -seeds 100 -interval 1s -window 15s
-//	go run ./detect/internal/confusion -seeds 100 -pattern leak-8,leak-16,leak-64,leak-short
+//	go run ./internal/cmd/confusion -seeds 100
+//	go run ./internal/cmd/confusion -seeds 100 -interval 1s -window 15s
+//	go run ./internal/cmd/confusion -seeds 100 -pattern leak-8,leak-16,leak-64,leak-short
 //
 // For each run the detector's verdict is taken every 5 s of sample time and
 // at the end of the series. Healthy runs report the final verdict and whether
