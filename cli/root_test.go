@@ -100,7 +100,7 @@ func TestFlagValueErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"top", "--simulate", "abc"}, `invalid value "abc" for --simulate: want a whole number`},
-		{[]string{"watch", "--pid", "-5"}, `invalid value "-5" for --pid: want whole numbers, 0 or more, separated by commas`},
+		{[]string{"watch", "--pid", "4242,x"}, `invalid value "4242,x" for --pid: want whole numbers separated by commas`},
 		{[]string{"status", "--gpu", "0,x"}, `invalid value "0,x" for --gpu: want whole numbers separated by commas`},
 		{[]string{"run", "--interval", "fast", "--", "true"}, `invalid value "fast" for --interval: want a duration such as 500ms, 30s or 5m`},
 		{[]string{"run", "--json=maybe", "--", "true"}, `invalid value "maybe" for --json: want true or false`},
