@@ -17,7 +17,7 @@ func TestMainExitCodes(t *testing.T) {
 		{"help", []string{"--help"}, 0, ""},
 		{"unknown flag", []string{"status", "--no-such-flag"}, 2, "unknown flag"},
 		{"stray argument", []string{"status", "extra"}, 2, "extra"},
-		{"unknown command", []string{"no-such-command"}, 1, "unknown command"},
+		{"unknown command", []string{"no-such-command"}, 2, "unknown command"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

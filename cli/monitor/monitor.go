@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
 
@@ -60,11 +61,6 @@ func (f *hostFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.idleWindow, "idle-window", 30*time.Second, "a process with no GPU activity for this long is flagged idle")
 }
 
-// usage wraps a flag problem so that cli.Main exits with status 2.
-type usage struct{ error }
-
-func (u usage) Unwrap() error { return u.error }
-
 // session is the open host with its sampler and selected GPUs, and the
 // warnings to print.
 type session struct {
@@ -74,10 +70,10 @@ type session struct {
 
 func (f *hostFlags) open() (*session, error) {
 	if f.simulate < 0 || f.simulate > 64 {
-		return nil, usage{fmt.Errorf("--simulate %d: must be between 1 and 64 GPUs", f.simulate)}
+		return nil, cmdutil.Usagef("--simulate %d: must be between 1 and 64 GPUs", f.simulate)
 	}
 	if f.idleWindow <= 0 {
-		return nil, usage{fmt.Errorf("--idle-window %v: must be positive", f.idleWindow)}
+		return nil, cmdutil.Usagef("--idle-window %v: must be positive", f.idleWindow)
 	}
 	op, err := gpu.Open(gpu.OpenOptions{
 		Simulate: f.simulate, Seed: f.seed, GPUs: f.gpus, AllGPUs: f.allGPUs, IdleWindow: f.idleWindow,
@@ -89,7 +85,7 @@ func (f *hostFlags) open() (*session, error) {
 	case gpu.IsNoDriver(err):
 		return nil, fmt.Errorf("%w; nothing to monitor here (`--simulate N` shows a simulated host of N GPUs; vram replay and the allocator's simulated device work without a GPU)", err)
 	case errors.As(err, &ie):
-		return nil, usage{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)}
+		return nil, cmdutil.Usagef("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
 	case err != nil:
 		return nil, err
 	}
@@ -129,12 +125,3 @@ func bar(m gpu.Memory, width int) string {
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-// asUsage turns a usage error into the root's flag error (exit status 2).
-func asUsage(cmd *cobra.Command, err error) error {
-	var u usage
-	if errors.As(err, &u) {
-		return cmd.FlagErrorFunc()(cmd, u.error)
-	}
-	return err
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/units"
 )
@@ -46,9 +47,9 @@ memory (including exited processes) where accounting mode is on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.json && f.csv {
-				return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--json and --csv cannot be used together"))
+				return cmdutil.Usagef("--json and --csv cannot be used together")
 			}
-			return asUsage(cmd, runStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), f))
+			return runStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	f.register(cmd)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/units"
 )
@@ -58,11 +59,11 @@ no processes, so --processes, --pid and --process-interval are refused with it.`
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(cmd); err != nil {
-				return cmd.FlagErrorFunc()(cmd, err)
+				return cmdutil.Usage(err)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return asUsage(cmd, runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f))
+			return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	f.register(cmd)

@@ -52,6 +52,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/proc"
@@ -80,13 +81,8 @@ type Options struct {
 	sig      syscall.Signal
 }
 
-// usageError marks a flag problem: vram exits with status 2.
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-func (u usageError) ExitCode() int { return 2 }
-
-func bad(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+// bad is a flag problem: vram exits with status 2.
+func bad(format string, a ...any) error { return cmdutil.Usagef(format, a...) }
 
 // NewCmd returns the `vram reclaim` command.
 func NewCmd() *cobra.Command {

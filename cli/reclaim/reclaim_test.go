@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/proc"
 )
@@ -480,8 +481,7 @@ func TestBadFlags(t *testing.T) {
 		{"--signal", "HUP"}, {"--min-bytes", "lots"}, {"--observe", "100ms"}, {"--grace", "-1s"}, {"--older-than", "-1m"},
 	} {
 		_, err := run(t, w, w.env("", false), args...)
-		var coded interface{ ExitCode() int }
-		if !errors.As(err, &coded) || coded.ExitCode() != 2 {
+		if cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/job"
 	"github.com/vramhq/vram/units"
 )
@@ -58,7 +59,7 @@ is then enforced inside each trial.`,
   vram fit --allocator vram --alloc-conf page_mapped:true,max_bytes:16GiB -- python train.py --batch-size {}`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return cmd.FlagErrorFunc()(cmd, errors.New("fit: name the command to run (vram fit -- CMD ARGS... {})"))
+				return cmdutil.Usagef("fit: name the command to run (vram fit -- CMD ARGS... {})")
 			}
 			return nil
 		},
@@ -77,10 +78,10 @@ is then enforced inside each trial.`,
 }
 
 func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
-	if err := f.check(cmd); err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
-	bad := func(err error) error { return cmd.FlagErrorFunc()(cmd, err) }
+	bad := cmdutil.Usage
 	var err error
 	if f.marginV, err = parseFraction("--margin", f.margin); err != nil {
 		return bad(err)
@@ -108,7 +109,7 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 	s := open(stderr, cmd.InOrStdin())
 	defer s.close()
 	trial := s.spec(&f.common, cmd, nil)
-	cleanup, err := f.useAllocator(cmd, &trial, job.Limit{})
+	cleanup, err := f.useAllocator(&trial, job.Limit{})
 	if err != nil {
 		return err
 	}
@@ -156,11 +157,11 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 		// Whatever fitted before, the search has no answer: a failure
 		// that is not an OOM (an import error, a crash) may well hit
 		// every larger size, and says nothing about memory.
-		return &exitError{code: 1, msg: "fit: the search stopped without an answer: " + res.Stop}
+		return errors.New("fit: the search stopped without an answer: " + res.Stop)
 	case !res.Found:
-		return &exitError{code: 1, msg: "fit: " + res.Stop}
+		return errors.New("fit: " + res.Stop)
 	case !saved:
-		return &exitError{code: 1}
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure}
 	}
 	return nil
 }

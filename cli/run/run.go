@@ -34,6 +34,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/job"
 	"github.com/vramhq/vram/python"
@@ -94,18 +95,6 @@ func foreground(fd int) bool {
 // forwarded are the signals vram passes to the job.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-// exitError carries the status vram exits with; Msg (may be empty) is
-// printed first.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-// ExitCode is the status vram exits with.
-func (e *exitError) ExitCode() int { return e.code }
-
 // common are the flags run and fit share.
 type common struct {
 	interval  time.Duration
@@ -125,34 +114,31 @@ func (c *common) register(cmd *cobra.Command) {
 	fl.SetInterspersed(false)
 }
 
-func (c *common) check(cmd *cobra.Command) error {
+func (c *common) check() error {
 	if c.interval < 10*time.Millisecond || c.interval > 10*time.Second {
-		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--interval %v: must be between 10ms and 10s", c.interval))
+		return cmdutil.Usagef("--interval %v: must be between 10ms and 10s", c.interval)
 	}
 	if c.grace <= 0 {
-		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--grace %v: must be positive", c.grace))
+		return cmdutil.Usagef("--grace %v: must be positive", c.grace)
 	}
-	if err := c.allocator.check(); err != nil {
-		return cmd.FlagErrorFunc()(cmd, err)
-	}
-	return nil
+	return cmdutil.Usage(c.allocator.check())
 }
 
 // useAllocator prepares --allocator vram for jobs run from spec: their
 // environment, and the limit's headroom once a process installed it. The
 // returned cleanup removes what it wrote; an error means the job must not
 // start (exit 2: the library is missing).
-func (c *common) useAllocator(cmd *cobra.Command, spec *job.Spec, limit job.Limit) (func(), error) {
+func (c *common) useAllocator(spec *job.Spec, limit job.Limit) (func(), error) {
 	if !c.allocator.vram() {
 		return func() {}, nil
 	}
 	lib, err := c.allocator.findLibrary(os.Executable)
 	if err != nil {
-		return nil, cmd.FlagErrorFunc()(cmd, err)
+		return nil, cmdutil.Usage(err)
 	}
 	conf, err := allocatorConf(c.allocator.conf, limit)
 	if err != nil {
-		return nil, cmd.FlagErrorFunc()(cmd, err)
+		return nil, cmdutil.Usage(err)
 	}
 	base := spec.Env
 	if base == nil {
@@ -160,7 +146,7 @@ func (c *common) useAllocator(cmd *cobra.Command, spec *job.Spec, limit job.Limi
 	}
 	setup, err := prepareAllocator(python.Package, lib, conf, base)
 	if err != nil {
-		return nil, &exitError{code: 1, msg: err.Error()}
+		return nil, err
 	}
 	spec.Env = setup.env
 	spec.LimitHeadroom = setup.headroom
@@ -231,7 +217,7 @@ func startError(err error) error {
 	case errors.Is(err, os.ErrPermission):
 		code = 126
 	}
-	return &exitError{code: code, msg: err.Error()}
+	return &cmdutil.ExitError{Code: code, Err: err}
 }
 
 // jsonOutputs are the JSON results the flags ask for.
@@ -312,7 +298,7 @@ without --allocator. See docs/torch.md.`,
   vram run --limit 50% --grace 30s -- ./job.sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return cmd.FlagErrorFunc()(cmd, errors.New("run: name the command to run (vram run -- CMD ARGS...)"))
+				return cmdutil.Usagef("run: name the command to run (vram run -- CMD ARGS...)")
 			}
 			return nil
 		},
@@ -328,19 +314,19 @@ without --allocator. See docs/torch.md.`,
 }
 
 func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
-	if err := f.check(cmd); err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
 	var limit job.Limit
 	if f.limit != "" {
 		l, err := job.ParseLimit(f.limit)
 		if err != nil {
-			return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--limit: %w", err))
+			return cmdutil.Usagef("--limit: %w", err)
 		}
 		limit = l
 	}
 	if err := checkOutputs(f.outputs(nil)); err != nil {
-		return cmd.FlagErrorFunc()(cmd, err)
+		return cmdutil.Usage(err)
 	}
 	stderr := cmd.ErrOrStderr()
 	s := open(stderr, cmd.InOrStdin())
@@ -350,7 +336,7 @@ func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
 	}
 	spec := s.spec(&f.common, cmd, args)
 	spec.Limit = limit
-	cleanup, err := f.useAllocator(cmd, &spec, limit)
+	cleanup, err := f.useAllocator(&spec, limit)
 	if err != nil {
 		return err
 	}
@@ -365,10 +351,10 @@ func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
 	// vram keeps the job's status when a result had to go elsewhere; only
 	// a result lost altogether makes a job that succeeded exit 1.
 	if !writeOutputs(cmd.OutOrStdout(), stderr, f.outputs(res)) && res.ExitCode == 0 {
-		return &exitError{code: 1}
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure}
 	}
 	if res.ExitCode != 0 {
-		return &exitError{code: res.ExitCode}
+		return &cmdutil.ExitError{Code: res.ExitCode}
 	}
 	return nil
 }

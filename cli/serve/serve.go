@@ -40,6 +40,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/serve"
@@ -69,14 +70,8 @@ type Options struct {
 	LogLevel  string
 }
 
-// usageError marks a flag or configuration problem: vram exits with
-// status 2.
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-func (u usageError) ExitCode() int { return 2 }
-
-func bad(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+// bad is a flag or configuration problem: vram exits with status 2.
+func bad(format string, a ...any) error { return cmdutil.Usagef(format, a...) }
 
 // NewCmd returns the `vram serve` command.
 func NewCmd() *cobra.Command {
@@ -174,7 +169,7 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 		var ce serve.ConfigErrors
 		switch {
 		case errors.As(err, &ce):
-			return nil, usageError{err}
+			return nil, cmdutil.Usage(err)
 		case err != nil:
 			return nil, bad("--config: %v", err)
 		}
@@ -269,7 +264,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 		var pe policy.Errors
 		var ae alert.Errors
 		if errors.As(err, &pe) || errors.As(err, &ae) {
-			return usageError{err}
+			return cmdutil.Usage(err)
 		}
 		return err
 	}

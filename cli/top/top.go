@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
 
@@ -70,12 +71,7 @@ documentation); vram watch prints the figures as lines.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.frameGiven = cmd.Flags().Changed("frame")
-			err := run(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout())
-			var u usageError
-			if errors.As(err, &u) {
-				return cmd.FlagErrorFunc()(cmd, u.error) // exit status 2
-			}
-			return err
+			return run(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	f := c.Flags()
@@ -93,14 +89,9 @@ documentation); vram watch prints the figures as lines.`,
 	return c
 }
 
-// usageError marks a flag problem (exit status 2).
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
 // validate checks the flags and returns the history length in samples.
 func (o *Options) validate() (int, error) {
-	bad := func(format string, a ...any) (int, error) { return 0, usageError{fmt.Errorf(format, a...)} }
+	bad := func(format string, a ...any) (int, error) { return 0, cmdutil.Usagef(format, a...) }
 	switch {
 	case o.Interval < gpu.MinInterval || o.Interval > gpu.MaxInterval:
 		return bad("--interval %v out of range: must be between %v and %v", o.Interval, gpu.MinInterval, gpu.MaxInterval)
@@ -159,7 +150,7 @@ func open(o *Options, e env) (*source, error) {
 	case gpu.IsNoDriver(err):
 		return nil, fmt.Errorf("%w; nothing to monitor here (`vram top --simulate N` shows a simulated host of N GPUs)", err)
 	case errors.As(err, &ie):
-		return nil, usageError{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)}
+		return nil, cmdutil.Usagef("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
 	case err != nil:
 		return nil, err
 	}

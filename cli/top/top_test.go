@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
 
@@ -41,8 +42,7 @@ func TestValidate(t *testing.T) {
 			tt.mod(&o)
 			n, err := o.validate()
 			if tt.err != "" {
-				var u usageError
-				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &u) {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !cmdutil.IsUsage(err) {
 					t.Errorf("error %v, want a usage error containing %q", err, tt.err)
 				}
 				return
