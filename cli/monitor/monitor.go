@@ -43,53 +43,29 @@ var env = Env{
 	Hostname: os.Hostname,
 }
 
-// hostFlags are the flags status and watch share.
-type hostFlags struct {
-	simulate   int
-	seed       int64
-	allGPUs    bool
-	gpus       []int
-	idleWindow time.Duration
-}
-
-func (f *hostFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.IntVar(&f.simulate, "simulate", 0, "run against a simulated host of `N` GPUs (synthetic processes; no driver needed)")
-	fl.Int64Var(&f.seed, "seed", 1, "seed of the simulated host")
-	fl.BoolVar(&f.allGPUs, "all-gpus", false, "show every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
-	fl.IntSliceVar(&f.gpus, "gpu", nil, "show only these GPU `indices` (comma-separated)")
-	fl.DurationVar(&f.idleWindow, "idle-window", 30*time.Second, "a process with no GPU activity for this long is flagged idle")
+// registerHostFlags adds the host flags status and watch share.
+func registerHostFlags(h *cmdutil.HostFlags, cmd *cobra.Command) {
+	h.Register(cmd)
+	h.RegisterIdleWindow(cmd)
 }
 
 // session is the open host with its sampler and selected GPUs, and the
 // warnings to print.
 type session struct {
-	*gpu.Opened
+	*cmdutil.Host
 	warnings []string
 }
 
-func (f *hostFlags) open() (*session, error) {
-	if f.simulate < 0 || f.simulate > 64 {
-		return nil, cmdutil.Usagef("--simulate %d: must be between 1 and 64 GPUs", f.simulate)
-	}
-	if f.idleWindow <= 0 {
-		return nil, cmdutil.Usagef("--idle-window %v: must be positive", f.idleWindow)
-	}
-	op, err := gpu.Open(gpu.OpenOptions{
-		Simulate: f.simulate, Seed: f.seed, GPUs: f.gpus, AllGPUs: f.allGPUs, IdleWindow: f.idleWindow,
-		OpenNVML: env.OpenHost, ProcRoot: env.ProcRoot, LookupUser: env.LookupUser,
-		Getenv: env.Getenv, Hostname: env.Hostname, Now: env.Now,
-	})
-	var ie *gpu.IndexError
-	switch {
-	case gpu.IsNoDriver(err):
-		return nil, fmt.Errorf("%w; nothing to monitor here (`--simulate N` shows a simulated host of N GPUs; vram replay and the allocator's simulated device work without a GPU)", err)
-	case errors.As(err, &ie):
-		return nil, cmdutil.Usagef("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
-	case err != nil:
+func open(h *cmdutil.HostFlags) (*session, error) {
+	f := cmdutil.New()
+	f.OpenNVML, f.ProcRoot, f.LookupUser = env.OpenHost, env.ProcRoot, env.LookupUser
+	f.Getenv, f.Hostname, f.Now = env.Getenv, env.Hostname, env.Now
+	host, err := h.Open(f)
+	if err != nil {
 		return nil, err
 	}
-	s := &session{Opened: op}
+	op := host.Opened
+	s := &session{Host: host}
 	if op.ProcErr != nil {
 		s.warnings = append(s.warnings, fmt.Sprintf("processes are not enriched from /proc: %v", op.ProcErr))
 	}

@@ -21,13 +21,14 @@ import (
 const StatusSchema = "vram.status/v1"
 
 type statusFlags struct {
-	hostFlags
+	cmdutil.HostFlags
 	json, csv, accounting, wide bool
 }
 
 // NewCmdStatus builds vram status.
 func NewCmdStatus() *cobra.Command {
 	f := &statusFlags{}
+	f.AllowNoGPU = true // the table says "no GPU shown"
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show who holds GPU memory now",
@@ -52,7 +53,7 @@ memory (including exited processes) where accounting mode is on.`,
 			return runStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	f.register(cmd)
+	registerHostFlags(&f.HostFlags, cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.json, "json", false, "print JSON (schema "+StatusSchema+"; sizes in bytes)")
 	fl.BoolVar(&f.csv, "csv", false, "print CSV: one row per device, process and unattributed amount")
@@ -62,11 +63,11 @@ memory (including exited processes) where accounting mode is on.`,
 }
 
 func runStatus(stdout, stderr io.Writer, f *statusFlags) error {
-	s, err := f.open()
+	s, err := open(&f.HostFlags)
 	if err != nil {
 		return err
 	}
-	defer s.Host.Close()
+	defer s.Close()
 	snap, err := s.Sampler.Sample()
 	if err != nil {
 		return err

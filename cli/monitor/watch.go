@@ -24,7 +24,7 @@ import (
 const WatchSchema = "vram.watch/v1"
 
 type watchFlags struct {
-	hostFlags
+	cmdutil.HostFlags
 	interval, sampleInterval time.Duration
 	processInterval          time.Duration
 	count                    int
@@ -66,7 +66,7 @@ no processes, so --processes, --pid and --process-interval are refused with it.`
 			return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	f.register(cmd)
+	registerHostFlags(&f.HostFlags, cmd)
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Second, "print every `duration` (10ms to 1h)")
 	fl.DurationVar(&f.sampleInterval, "sample-interval", 0, "read device memory every `duration` (default 5ms, or the interval if smaller)")
@@ -143,11 +143,11 @@ func (f *watchFlags) validate(cmd *cobra.Command) error {
 }
 
 func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) error {
-	s, err := f.open()
+	s, err := open(&f.HostFlags)
 	if err != nil {
 		return err
 	}
-	defer s.Host.Close()
+	defer s.Close()
 	// One goroutine samples and prints, sleeping in the kernel between
 	// samples (gpu.ClockSleep) on one P: with more Ps, the yield it makes
 	// after each sleep wakes an idle thread to look for work. The figures
