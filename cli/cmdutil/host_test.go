@@ -86,7 +86,9 @@ func TestHostFlagsOpen(t *testing.T) {
 		{name: "no GPU selected, allowed", h: HostFlags{AllowNoGPU: true}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": ""}, shown: []int{}, signal: "real"},
 		{name: "unreadable /proc", broken: func(f *Factory) { f.ProcRoot = "/nonexistent" }, shown: []int{0, 1, 2, 3, 4, 5, 6, 7}, signal: "nil"},
 		{name: "no driver", broken: func(f *Factory) {
-			f.OpenNVML = func() (gpu.Host, error) { return nil, fmt.Errorf("NVML library libnvidia-ml.so.1 not found (%w)", gpu.ErrNoDriver) }
+			f.OpenNVML = func() (gpu.Host, error) {
+				return nil, fmt.Errorf("NVML library libnvidia-ml.so.1 not found (%w)", gpu.ErrNoDriver)
+			}
 		}, err: "NVML library libnvidia-ml.so.1 not found (no NVIDIA driver); `vram top --simulate N` runs on a simulated host of N GPUs"},
 		{name: "driver error", broken: func(f *Factory) {
 			f.OpenNVML = func() (gpu.Host, error) { return nil, errors.New("nvmlInit: ERROR_UNKNOWN") }
