@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 )
 
 // Config is what the model needs besides samples. The zero value of a field
@@ -34,8 +35,8 @@ type Config struct {
 	Self int
 	// Signaller sends signals; Procs re-reads a process's identity right
 	// before. Either nil disables signals.
-	Signaller Signaller
-	Procs     ProcStater
+	Signaller proc.Signaller
+	Procs     proc.Stater
 	// Note is shown under the header (which GPUs are shown and why).
 	Note string
 }
