@@ -59,8 +59,10 @@ import (
 	"github.com/vramhq/vram/units"
 )
 
-// Options are the command's flags.
+// Options are the command's flags; the host flags (--simulate, --seed,
+// --gpu, --all-gpus) are every command's (cmdutil).
 type Options struct {
+	cmdutil.HostFlags
 	DryRun    bool
 	OlderThan time.Duration
 	IdleFor   time.Duration
@@ -72,10 +74,6 @@ type Options struct {
 	Settle    time.Duration
 	JSON      bool
 	Policy    string
-	Simulate  int
-	Seed      int64
-	AllGPUs   bool
-	GPUs      []int
 
 	minBytes uint64
 	sig      syscall.Signal
@@ -139,10 +137,7 @@ flags; its dry_run (true unless the file says false) is obeyed.`,
 	f.DurationVar(&o.Settle, "settle", 5*time.Second, "how long to wait for the driver to release the memory before measuring")
 	f.BoolVar(&o.JSON, "json", false, "print the plan and the results as JSON (sizes in bytes)")
 	f.StringVar(&o.Policy, "policy", "", "apply the reclaim rules of this policy `FILE` instead of the flags")
-	f.IntVar(&o.Simulate, "simulate", 0, "run against a simulated host of `N` GPUs (nothing real is signalled)")
-	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
-	f.BoolVar(&o.AllGPUs, "all-gpus", false, "look at every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
-	f.IntSliceVar(&o.GPUs, "gpu", nil, "look at these GPU indices only")
+	o.Register(c)
 	return c
 }
 
@@ -158,8 +153,9 @@ func (o *Options) validate() error {
 		return bad("--grace %v: must be between 0 and 1h", o.Grace)
 	case o.Settle < 0 || o.Settle > 10*time.Minute:
 		return bad("--settle %v: must be between 0 and 10m", o.Settle)
-	case o.Simulate < 0 || o.Simulate > 64:
-		return bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
+	}
+	if err := o.HostFlags.Check(); err != nil {
+		return err
 	}
 	b, err := units.ParseBytes(o.MinBytes)
 	if err != nil {
@@ -248,39 +244,16 @@ func isTerminal(r io.Reader) bool {
 	return err == nil
 }
 
-// simSignaller stands in for the kernel on a simulated host: a simulated
-// PID may exist on this machine, so nothing is ever sent.
-type simSignaller struct{}
-
-func (simSignaller) Open(int) (proc.Handle, error) { return simHandle{}, nil }
-
-type simHandle struct{}
-
-func (simHandle) Signal(syscall.Signal) error { return nil }
-func (simHandle) Close() error                { return nil }
-
 func openHost(o *Options, idleWindow time.Duration) (*Host, error) {
-	op, err := gpu.Open(gpu.OpenOptions{Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: idleWindow})
-	var ie *gpu.IndexError
-	switch {
-	case gpu.IsNoDriver(err):
-		return nil, fmt.Errorf("%w; nothing to reclaim here (`vram reclaim --simulate N` shows the command on a simulated host)", err)
-	case errors.As(err, &ie):
-		return nil, bad("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
-	case err != nil:
+	o.IdleWindow = idleWindow
+	op, err := o.HostFlags.Open(cmdutil.New())
+	if err != nil {
 		return nil, err
 	}
-	if !op.Visible.All && len(op.Shown) == 0 {
-		op.Host.Close()
-		return nil, fmt.Errorf("%s selects no GPU; --all-gpus looks at every GPU", op.Visible.Source)
-	}
-	h := &Host{Sampler: op.Sampler, Name: op.Hostname, Close: op.Host.Close, Notes: op.Warnings}
-	switch {
-	case op.Host.Info().Simulated:
-		h.Simulated, h.Procs, h.Signaller = true, op.Procs, simSignaller{}
-	case op.Procs != nil:
-		h.Procs, h.Signaller = op.Procs, proc.Pidfd
-	default:
+	h := &Host{Sampler: op.Sampler, Name: op.Hostname, Close: op.Close, Notes: op.Warnings, Simulated: op.Simulated, Signaller: op.Signaller}
+	if op.Signaller != nil {
+		h.Procs = op.Procs
+	} else {
 		h.Notes = append(h.Notes, fmt.Sprintf("/proc cannot be read (%v): identities cannot be checked, so nothing will be signalled", op.ProcErr))
 	}
 	if note := op.SelectionNote(); note != "" {

@@ -55,15 +55,13 @@ import (
 // DefaultAddr is where vram serve listens without --addr: loopback only.
 const DefaultAddr = "127.0.0.1:9400"
 
-// Options are the command's flags.
+// Options are the command's flags; the host flags (--simulate, --seed,
+// --gpu, --all-gpus) are every command's (cmdutil).
 type Options struct {
+	cmdutil.HostFlags
 	Addr      string
 	DB        string
 	Config    string
-	Simulate  int
-	Seed      int64
-	GPUs      []int
-	AllGPUs   bool
 	ReadOnly  bool
 	Interval  time.Duration
 	LogFormat string
@@ -110,14 +108,11 @@ after writing what is pending. docs/serve.md describes every setting.`,
 	f.StringVar(&o.Addr, "addr", DefaultAddr, "listen on this `host:port` (loopback only unless the config sets http.allow_remote)")
 	f.StringVar(&o.DB, "db", "", "history `PATH`, one daemon per file (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
 	f.StringVar(&o.Config, "config", "", "configuration `FILE` (YAML; docs/serve.md); without it, the defaults")
-	f.IntVar(&o.Simulate, "simulate", 0, "sample a simulated host of `N` GPUs instead of the driver (nothing real is signalled)")
-	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
-	f.IntSliceVar(&o.GPUs, "gpu", nil, "sample these GPU indices only")
-	f.BoolVar(&o.AllGPUs, "all-gpus", false, "sample every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
 	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every mutating request, whatever the configuration says")
 	f.DurationVar(&o.Interval, "interval", 0, "sample period (overrides the configuration's interval; default 1s)")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	o.Register(c)
 	return c
 }
 
@@ -155,12 +150,10 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 	default:
 		return nil, bad("--log-format %q: want text or json", o.LogFormat)
 	}
-	switch {
-	case o.Simulate < 0 || o.Simulate > 64:
-		return nil, bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
-	case o.AllGPUs && len(o.GPUs) > 0:
-		return nil, bad("--gpu and --all-gpus: choose one")
-	case intervalSet && (o.Interval < serve.MinInterval || o.Interval > serve.MaxInterval):
+	if err := o.HostFlags.Check(); err != nil {
+		return nil, err
+	}
+	if intervalSet && (o.Interval < serve.MinInterval || o.Interval > serve.MaxInterval) {
 		return nil, bad("--interval %v: must be between %v and %v", o.Interval, serve.MinInterval, serve.MaxInterval)
 	}
 	p.cfg = serve.DefaultConfig()
@@ -211,25 +204,17 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	if err != nil {
 		return err
 	}
-	op, err := gpu.Open(gpu.OpenOptions{Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: serve.DefaultIdleWindow})
-	var ie *gpu.IndexError
-	switch {
-	case gpu.IsNoDriver(err):
-		return fmt.Errorf("%w; `vram serve --simulate N` runs the daemon on a simulated host", err)
-	case errors.As(err, &ie):
-		return bad("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
-	case err != nil:
+	o.IdleWindow = serve.DefaultIdleWindow
+	host, err := o.HostFlags.Open(cmdutil.New())
+	if err != nil {
 		return err
 	}
-	if !op.Visible.All && len(op.Shown) == 0 {
-		op.Host.Close()
-		return fmt.Errorf("%s selects no GPU; --all-gpus samples every GPU", op.Visible.Source)
-	}
+	op := host.Opened
 	// Bind before anything is created: a port in use leaves no history
 	// file behind.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
-		op.Host.Close()
+		host.Close()
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close() // once served, closed by the server's Shutdown already
@@ -260,7 +245,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	}
 	d, err := serve.New(ctx, dopts)
 	if err != nil {
-		op.Host.Close()
+		host.Close()
 		var pe policy.Errors
 		var ae alert.Errors
 		if errors.As(err, &pe) || errors.As(err, &ae) {
@@ -299,7 +284,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	if p.cfg.PolicyFile != "" {
 		attrs = append(attrs, "policy_file", p.cfg.PolicyFile)
 	}
-	if op.Host.Info().Simulated {
+	if host.Simulated {
 		attrs = append(attrs, "simulated", fmt.Sprintf("SIMULATED host: %d GPUs, seed %d; nothing real is sampled or signalled", len(d.Devices()), o.Seed))
 	}
 	log.Info("vram serve started", attrs...)
