@@ -35,26 +35,26 @@ import (
 // the binary: the module version and the VCS revision (see version.go).
 var Version = ""
 
-// NewRootCmd builds the whole command tree.
-func NewRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+// NewRootCmd builds the whole command tree on the outside world f.
+func NewRootCmd(f *cmdutil.Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:     "vram",
 		Short:   "GPU memory: monitor, diagnose, replay and manage",
 		Long:    "vram explains and manages GPU memory: who holds it, how it moves, why a job ran out of it, and what would fit.",
 		Version: versionString(Version, buildInfo),
 	}
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetIn(f.In)
+	root.SetOut(f.Out)
+	root.SetErr(f.Err)
 	for _, add := range commands {
-		root.AddCommand(add())
+		root.AddCommand(add(f))
 	}
 	cmdutil.Prepare(root)
 	return root
 }
 
 // commands lists the constructors of the top-level commands, in help order.
-var commands = []func() *cobra.Command{
+var commands = []func(*cmdutil.Factory) *cobra.Command{
 	monitor.NewCmdStatus,
 	monitor.NewCmdWatch,
 	top.NewCmd,
@@ -65,9 +65,18 @@ var commands = []func() *cobra.Command{
 	serve.NewCmd,
 }
 
-// Main runs vram with args and returns the process exit status.
+// Main runs vram with args on the real world and these streams, and
+// returns the process exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := NewRootCmd(stdin, stdout, stderr)
+	f := cmdutil.New()
+	f.In, f.Out, f.Err = stdin, stdout, stderr
+	return Run(f, args)
+}
+
+// Run runs vram with args on the outside world f and returns the exit
+// status.
+func Run(f *cmdutil.Factory, args []string) int {
+	root := NewRootCmd(f)
 	root.SetArgs(args)
-	return cmdutil.Execute(root, stderr)
+	return cmdutil.Execute(root, f.Err)
 }

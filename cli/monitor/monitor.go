@@ -15,33 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
-
-// Env is what the commands take from the outside world; tests replace it.
-type Env struct {
-	OpenHost   func() (gpu.Host, error)
-	ProcRoot   string
-	LookupUser func(uid uint32) (string, error) // nil: the host's user database
-	Now        func() time.Time
-	Getenv     func(string) (string, bool)
-	Hostname   func() (string, error)
-}
-
-var env = Env{
-	OpenHost: func() (gpu.Host, error) { return gpu.OpenNVML() },
-	ProcRoot: "/proc",
-	Now:      time.Now,
-	Getenv:   os.LookupEnv,
-	Hostname: os.Hostname,
-}
 
 // registerHostFlags adds the host flags status and watch share.
 func registerHostFlags(h *cmdutil.HostFlags, cmd *cobra.Command) {
@@ -56,10 +36,7 @@ type session struct {
 	warnings []string
 }
 
-func open(h *cmdutil.HostFlags) (*session, error) {
-	f := cmdutil.New()
-	f.OpenNVML, f.ProcRoot, f.LookupUser = env.OpenHost, env.ProcRoot, env.LookupUser
-	f.Getenv, f.Hostname, f.Now = env.Getenv, env.Hostname, env.Now
+func open(h *cmdutil.HostFlags, f *cmdutil.Factory) (*session, error) {
 	host, err := h.Open(f)
 	if err != nil {
 		return nil, err
@@ -77,11 +54,6 @@ func warn(w io.Writer, msgs []string) {
 	for _, m := range msgs {
 		fmt.Fprintf(w, "vram: warning: %s\n", m)
 	}
-}
-
-// Commands returns the monitor's top-level commands.
-func Commands() []func() *cobra.Command {
-	return []func() *cobra.Command{NewCmdStatus, NewCmdWatch}
 }
 
 var errNoDevices = errors.New("no GPU to show")

@@ -25,8 +25,8 @@ type statusFlags struct {
 	json, csv, accounting, wide bool
 }
 
-// NewCmdStatus builds vram status.
-func NewCmdStatus() *cobra.Command {
+// NewCmdStatus builds vram status on the outside world fac.
+func NewCmdStatus(fac *cmdutil.Factory) *cobra.Command {
 	f := &statusFlags{}
 	f.AllowNoGPU = true // the table says "no GPU shown"
 	cmd := &cobra.Command{
@@ -50,7 +50,7 @@ memory (including exited processes) where accounting mode is on.`,
 			if f.json && f.csv {
 				return cmdutil.Usagef("--json and --csv cannot be used together")
 			}
-			return runStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return runStatus(fac, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	registerHostFlags(&f.HostFlags, cmd)
@@ -62,8 +62,8 @@ memory (including exited processes) where accounting mode is on.`,
 	return cmd
 }
 
-func runStatus(stdout, stderr io.Writer, f *statusFlags) error {
-	s, err := open(&f.HostFlags)
+func runStatus(fac *cmdutil.Factory, stdout, stderr io.Writer, f *statusFlags) error {
+	s, err := open(&f.HostFlags, fac)
 	if err != nil {
 		return err
 	}

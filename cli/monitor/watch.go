@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -35,8 +34,8 @@ type watchFlags struct {
 	memoryOnly, processes    bool
 }
 
-// NewCmdWatch builds vram watch.
-func NewCmdWatch() *cobra.Command {
+// NewCmdWatch builds vram watch on the outside world fac.
+func NewCmdWatch(fac *cmdutil.Factory) *cobra.Command {
 	f := &watchFlags{}
 	cmd := &cobra.Command{
 		Use:   "watch",
@@ -61,9 +60,9 @@ no processes, so --processes, --pid and --process-interval are refused with it.`
 			if err := f.validate(cmd); err != nil {
 				return cmdutil.Usage(err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := fac.SignalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return runWatch(ctx, fac, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	registerHostFlags(&f.HostFlags, cmd)
@@ -142,8 +141,8 @@ func (f *watchFlags) validate(cmd *cobra.Command) error {
 	return nil
 }
 
-func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) error {
-	s, err := open(&f.HostFlags)
+func runWatch(ctx context.Context, fac *cmdutil.Factory, stdout, stderr io.Writer, f *watchFlags) error {
+	s, err := open(&f.HostFlags, fac)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -34,8 +33,8 @@ type flags struct {
 	progress, verify, stream bool
 }
 
-// NewCmd builds vram replay.
-func NewCmd() *cobra.Command {
+// NewCmd builds vram replay on the outside world fac.
+func NewCmd(fac *cmdutil.Factory) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
 		Use:   "replay TRACE...",
@@ -78,7 +77,7 @@ bisection always keeps the copy).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return run(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, cmd.Flags().Changed("capacity"), args)
+			return run(cmd.OutOrStdout(), cmd.ErrOrStderr(), fac.IsTerminal, f, cmd.Flags().Changed("capacity"), args)
 		},
 	}
 	fl := cmd.Flags()
@@ -105,7 +104,7 @@ func policyHelp() string {
 	return b.String()
 }
 
-func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) error {
+func run(stdout, stderr io.Writer, isTerminal func(any) bool, f *flags, capacitySet bool, args []string) error {
 	pols, err := replay.ParsePolicies(f.policy)
 	if err != nil {
 		return cmdutil.Usagef("--policy: %w", err)
@@ -334,13 +333,4 @@ func notesOf(reports []*replay.Report) notes {
 		}
 	}
 	return n
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -30,8 +30,8 @@ type fitFlags struct {
 	marginV, toleranceV float64
 }
 
-// NewCmdFit builds vram fit.
-func NewCmdFit() *cobra.Command {
+// NewCmdFit builds vram fit on the outside world fac.
+func NewCmdFit(fac *cmdutil.Factory) *cobra.Command {
 	f := &fitFlags{}
 	cmd := &cobra.Command{
 		Use:   "fit [flags] -- CMD [ARG...] {}",
@@ -63,7 +63,7 @@ is then enforced inside each trial.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error { return runFit(cmd, f, args) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runFit(fac, cmd, f, args) },
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
@@ -77,7 +77,7 @@ is then enforced inside each trial.`,
 	return cmd
 }
 
-func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
+func runFit(fac *cmdutil.Factory, cmd *cobra.Command, f *fitFlags, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 		return bad(err)
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s := open(stderr, cmd.InOrStdin())
+	s := open(fac, stderr, cmd.InOrStdin())
 	defer s.close()
 	trial := s.spec(&f.common, cmd, nil)
 	cleanup, err := f.useAllocator(&trial, job.Limit{})
@@ -151,7 +151,7 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 			fmt.Fprintln(stderr, "  (it wrote nothing on standard error)")
 		}
 	}
-	saved := writeOutputs(stdout, stderr, f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
+	saved := writeOutputs(stdout, stderr, fac.FallbackDirs(), f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
 	switch {
 	case res.Failure != nil:
 		// Whatever fitted before, the search has no answer: a failure

@@ -32,7 +32,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,8 +70,8 @@ type Options struct {
 // bad is a flag or configuration problem: vram exits with status 2.
 func bad(format string, a ...any) error { return cmdutil.Usagef(format, a...) }
 
-// NewCmd returns the `vram serve` command.
-func NewCmd() *cobra.Command {
+// NewCmd returns the `vram serve` command on the outside world fac.
+func NewCmd(fac *cmdutil.Factory) *cobra.Command {
 	o := &Options{}
 	c := &cobra.Command{
 		Use:   "serve",
@@ -101,7 +100,7 @@ after writing what is pending. docs/serve.md describes every setting.`,
 			if c.Flags().Changed("db") && o.DB == "" {
 				return emptyDB()
 			}
-			return Run(c.Context(), o, c.Flags().Changed("interval"), c.ErrOrStderr())
+			return Run(c.Context(), fac, o, c.Flags().Changed("interval"), c.ErrOrStderr())
 		},
 	}
 	f := c.Flags()
@@ -195,8 +194,9 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 	return p, nil
 }
 
-// Run runs vram serve until ctx ends or SIGINT/SIGTERM arrives.
-func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) error {
+// Run runs vram serve on the outside world f until ctx ends or SIGINT or
+// SIGTERM arrives.
+func Run(ctx context.Context, f *cmdutil.Factory, o *Options, intervalSet bool, errOut io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -205,7 +205,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 		return err
 	}
 	o.IdleWindow = serve.DefaultIdleWindow
-	host, err := o.HostFlags.Open(cmdutil.New())
+	host, err := o.HostFlags.Open(f)
 	if err != nil {
 		return err
 	}
@@ -265,8 +265,8 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	srv := api.NewServer(o.Addr, api.Handler(d, aopts), log.With("component", "http"))
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	f.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer f.Stop(sigs)
 
 	loop := make(chan error, 1)
 	go func() { loop <- d.Run(runCtx) }()

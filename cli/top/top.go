@@ -12,11 +12,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/proc"
 )
 
 // Options are the command's flags. The host flags (--simulate, --seed,
@@ -40,8 +38,8 @@ const (
 	maxWindowSamples = 4096
 )
 
-// NewCmd returns the `vram top` command.
-func NewCmd() *cobra.Command {
+// NewCmd returns the `vram top` command on the outside world f.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	o := &Options{}
 	c := &cobra.Command{
 		Use:   "top",
@@ -67,16 +65,16 @@ documentation); vram watch prints the figures as lines.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.frameGiven = cmd.Flags().Changed("frame")
-			return run(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout())
+			return run(cmd.Context(), f, o, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	f := c.Flags()
-	f.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
-	f.DurationVar(&o.Window, "window", 5*time.Minute, fmt.Sprintf("time span of the graphs, sparklines and growth rates (%d to %d samples of --interval; the footer says when that changes it)", minWindowSamples, maxWindowSamples))
-	f.BoolVar(&o.ReadOnly, "readonly", false, "never send signals (t and k are disabled)")
-	f.IntVar(&o.Frame, "frame", 0, "print one frame to stdout after `N` samples and exit")
-	f.IntVar(&o.Width, "width", 120, "frame width in cells (with --frame)")
-	f.IntVar(&o.Height, "height", 40, "frame height in lines (with --frame)")
+	fl := c.Flags()
+	fl.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
+	fl.DurationVar(&o.Window, "window", 5*time.Minute, fmt.Sprintf("time span of the graphs, sparklines and growth rates (%d to %d samples of --interval; the footer says when that changes it)", minWindowSamples, maxWindowSamples))
+	fl.BoolVar(&o.ReadOnly, "readonly", false, "never send signals (t and k are disabled)")
+	fl.IntVar(&o.Frame, "frame", 0, "print one frame to stdout after `N` samples and exit")
+	fl.IntVar(&o.Width, "width", 120, "frame width in cells (with --frame)")
+	fl.IntVar(&o.Height, "height", 40, "frame height in lines (with --frame)")
 	o.Register(c)
 	o.RegisterIdleWindow(c)
 	return c
@@ -102,11 +100,10 @@ func (o *Options) validate() (int, error) {
 	return min(max(n, minWindowSamples), maxWindowSamples), nil
 }
 
-// source is an opened host with what the model needs from it.
+// source is an opened host with the note to show under the header.
 type source struct {
 	*cmdutil.Host
-	procs proc.Stater // nil with no signaller: /proc cannot be read
-	note  string
+	note string
 }
 
 // open opens the real driver (or the simulated host) and selects the GPUs
@@ -119,9 +116,7 @@ func open(o *Options, f *cmdutil.Factory) (*source, error) {
 	}
 	src := &source{Host: h}
 	var notes []string
-	if h.Signaller != nil {
-		src.procs = h.Procs
-	} else {
+	if h.Procs == nil {
 		notes = append(notes, fmt.Sprintf("no process details and no signals: %v", h.ProcErr))
 	}
 	notes = append(notes, h.Warnings...)
@@ -132,23 +127,29 @@ func open(o *Options, f *cmdutil.Factory) (*source, error) {
 	return src, nil
 }
 
-func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
+func run(ctx context.Context, f *cmdutil.Factory, o *Options, in io.Reader, out io.Writer) error {
 	window, err := o.validate()
 	if err != nil {
 		return err
 	}
-	src, err := open(o, cmdutil.New())
+	src, err := open(o, f)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 	cfg := Config{
 		Interval: o.Interval, Window: window, AskedWindow: o.Window, ReadOnly: o.ReadOnly, Hostname: src.Hostname,
-		Self: os.Getpid(), Signaller: src.Signaller, Procs: src.procs, Note: src.note,
+		Self: f.Self, Note: src.note,
+	}
+	if src.Procs != nil {
+		cfg.Signaller, cfg.Procs = src.Signaller, src.Procs
 	}
 	m := New(cfg, src.Sampler.Sample)
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if o.Frame > 0 {
-		frame, err := renderFrame(ctx, m, o.Frame, o.Width, o.Height, func(d time.Duration) { time.Sleep(d) })
+		frame, err := renderFrame(ctx, m, o.Frame, o.Width, o.Height, func(d time.Duration) { _ = f.Sleep(ctx, d) })
 		if err != nil {
 			return err
 		}
@@ -156,11 +157,8 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 		_, err = fmt.Fprintln(w, frame)
 		return err
 	}
-	if err := needTerminal(in, out); err != nil {
+	if err := needTerminal(f.IsTerminal, in, out); err != nil {
 		return err
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
@@ -172,7 +170,7 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 // needTerminal refuses to start the interactive screen where it cannot
 // run: on input or output that is not a terminal (a pipe, a file, a
 // service's /dev/null).
-func needTerminal(in io.Reader, out io.Writer) error {
+func needTerminal(isTerminal func(any) bool, in io.Reader, out io.Writer) error {
 	var not []string
 	if !isTerminal(in) {
 		not = append(not, "stdin")
@@ -190,16 +188,6 @@ func needTerminal(in io.Reader, out io.Writer) error {
 		what = "stdin and stdout are not terminals"
 	}
 	return fmt.Errorf("top is interactive and needs a terminal, but %s; `vram watch` prints GPU memory as lines without one, and `vram top --frame N` prints a single frame", what)
-}
-
-// isTerminal reports whether f is a file on a terminal.
-func isTerminal(f any) bool {
-	fd, ok := f.(interface{ Fd() uintptr })
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(fd.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // renderFrame feeds n samples to the model, sleeping the interval between

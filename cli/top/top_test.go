@@ -123,7 +123,7 @@ func TestOpenSelectsGPUs(t *testing.T) {
 			if !strings.Contains(src.note, tt.note) {
 				t.Errorf("note %q, want it to contain %q", src.note, tt.note)
 			}
-			if src.Hostname != "simulated" || src.Signaller == nil || src.procs == nil {
+			if src.Hostname != "simulated" || src.Signaller == nil || src.Procs == nil {
 				t.Errorf("simulated source incomplete: %+v", src)
 			}
 		})
@@ -160,7 +160,7 @@ func TestRenderFrame(t *testing.T) {
 }
 
 func TestCommandFrame(t *testing.T) {
-	cmd := NewCmd()
+	cmd := NewCmd(cmdutil.New())
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--simulate", "1", "--frame", "3", "--interval", "10ms", "--width", "90", "--height", "20", "--readonly"})
@@ -189,7 +189,7 @@ func TestFooterSaysWhenTheWindowChanged(t *testing.T) {
 		{[]string{"--interval", "50ms", "--width", "80"}, "window 3m24.8s (5m0s asked) "},
 		{[]string{"--interval", "1s", "--window", "2m"}, "window 2m0s  "},
 	} {
-		cmd := NewCmd()
+		cmd := NewCmd(cmdutil.New())
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetArgs(append([]string{"--simulate", "1", "--frame", "1", "--height", "20"}, tc.args...))
@@ -225,7 +225,7 @@ func TestNeedsATerminal(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			o := &Options{HostFlags: cmdutil.HostFlags{Simulate: 1, IdleWindow: 30 * time.Second}, Interval: time.Second, Window: time.Minute}
-			err := run(ctx, o, tc.in, tc.out)
+			err := run(ctx, cmdutil.New(), o, tc.in, tc.out)
 			if err == nil || !strings.Contains(err.Error(), "top is interactive and needs a terminal, but "+tc.not) ||
 				!strings.Contains(err.Error(), "`vram watch`") || !strings.Contains(err.Error(), "--frame N") {
 				t.Errorf("error %v", err)
@@ -235,7 +235,7 @@ func TestNeedsATerminal(t *testing.T) {
 			}
 		})
 	}
-	if err := needTerminal(strings.NewReader(""), os.Stdout); isTerminal(os.Stdout) && (err == nil || !strings.Contains(err.Error(), "but stdin is not a terminal;")) {
+	if err := needTerminal(cmdutil.IsTerminal, strings.NewReader(""), os.Stdout); cmdutil.IsTerminal(os.Stdout) && (err == nil || !strings.Contains(err.Error(), "but stdin is not a terminal;")) {
 		t.Errorf("only stdin is not a terminal: %v", err)
 	}
 }
