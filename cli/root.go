@@ -76,7 +76,5 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // Run runs vram with args on the outside world f and returns the exit
 // status.
 func Run(f *cmdutil.Factory, args []string) int {
-	root := NewRootCmd(f)
-	root.SetArgs(args)
-	return cmdutil.Execute(root, f.Err)
+	return cmdutil.Execute(NewRootCmd(f), args, f.Err)
 }

@@ -2,9 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/vramhq/vram/cli/cmdutil"
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/job"
 )
 
 func TestMainExitCodes(t *testing.T) {
@@ -121,6 +126,73 @@ func TestFlagValueErrors(t *testing.T) {
 				if strings.Contains(got, leak) {
 					t.Errorf("stderr %q carries the parser's %q", got, leak)
 				}
+			}
+		})
+	}
+}
+
+// The same mistake exits 2 on every command, with one line naming the flag
+// or the argument. The factory has no driver and no memory source: a
+// mistake that slipped through to opening the host or starting a job
+// would fail with 1 instead.
+func TestSameMistakeSameStatus(t *testing.T) {
+	type mistake struct {
+		kind string
+		args []string
+		want string
+	}
+	var cases []mistake
+	add := func(kind, want string, args ...string) { cases = append(cases, mistake{kind, args, want}) }
+	for cmd, flag := range map[string]string{"status": "--gpu", "watch": "--interval", "top": "--interval", "run": "--interval",
+		"fit": "--interval", "reclaim": "--observe", "replay": "--policy", "serve": "--addr"} {
+		add("unknown flag", "unknown flag: --bogus", cmd, "--bogus")
+		add("flag without its value", "flag needs an argument: "+flag, cmd, flag)
+	}
+	for _, cmd := range []string{"status", "watch", "top", "reclaim", "serve"} {
+		add("bad value", `invalid value "x" for --simulate: want a whole number`, cmd, "--simulate", "x")
+		add("value out of range", "--simulate 65: must be between 1 and 64 GPUs", cmd, "--simulate", "65")
+		add("conflicting flags", "--gpu and --all-gpus: choose one", cmd, "--gpu", "0", "--all-gpus")
+		add("stray argument", `unknown command "extra" for "vram `+cmd+`"`, cmd, "extra")
+	}
+	for _, cmd := range []string{"status", "watch", "top"} {
+		add("bad value", `invalid value "x" for --idle-window: want a duration`, cmd, "--idle-window", "x")
+		add("value out of range", "--idle-window -1s: must be positive", cmd, "--idle-window", "-1s")
+	}
+	add("bad value", `invalid value "x" for --interval: want a duration`, "run", "--interval", "x", "--", "true")
+	add("bad value", `invalid value "x" for --min: want a whole number`, "fit", "--min", "x", "--", "true", "{}")
+	add("bad value", `invalid value "x" for --observe: want a duration`, "reclaim", "--observe", "x")
+	add("bad value", `--capacity: `, "replay", "--capacity", "lots", "synth:kvcache")
+	add("value out of range", "--interval 1ms: must be between 10ms and 10s", "run", "--interval", "1ms", "--", "true")
+	add("value out of range", "--interval 1ms: must be between 10ms and 10s", "fit", "--interval", "1ms", "--", "true", "{}")
+	add("value out of range", "--interval 5ms: must be between 10ms and 1h", "watch", "--interval", "5ms")
+	add("value out of range", "--observe 100ms: must be between 1s and 1h", "reclaim", "--observe", "100ms")
+	add("missing argument", "run: name the command to run", "run")
+	add("missing argument", "fit: name the command to run", "fit")
+	add("missing argument", "replay: name at least one trace", "replay")
+	add("missing argument", "fit: put {} where the batch size goes", "fit", "--", "true")
+	add("conflicting flags", "--json and --csv cannot be used together", "status", "--json", "--csv")
+	add("conflicting flags", "--json and --csv cannot be used together", "watch", "--json", "--csv")
+	add("conflicting flags", "--alloc-conf needs --allocator vram", "run", "--alloc-conf", "max_bytes:1GiB", "--", "true")
+	add("conflicting flags", "--alloc-conf needs --allocator vram", "fit", "--alloc-conf", "max_bytes:1GiB", "--", "true", "{}")
+	add("conflicting flags", "--min-bytes and --policy", "reclaim", "--policy", "p.yaml", "--min-bytes", "1GiB")
+	add("conflicting flags", "--capacity applies to --device sim only", "replay", "--device", "cuda", "--capacity", "1GiB", "synth:kvcache")
+	add("unknown command", `unknown command "stauts" for "vram"; did you mean status?`, "stauts")
+
+	for _, tc := range cases {
+		t.Run(tc.kind+": "+strings.Join(tc.args, " "), func(t *testing.T) {
+			f := cmdutil.New()
+			var out, errOut bytes.Buffer
+			f.In, f.Out, f.Err = strings.NewReader(""), &out, &errOut
+			f.OpenNVML = func() (gpu.Host, error) { return nil, errors.New("no driver in this test") }
+			f.MemorySource = func() (job.Source, func(), error) { return nil, nil, errors.New("no driver in this test") }
+			f.ProcRoot = "/nonexistent"
+			code := Run(f, tc.args)
+			msg := errOut.String()
+			if code != cmdutil.ExitUsage || !strings.HasPrefix(msg, "vram: ") || !strings.Contains(msg, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, msg, cmdutil.ExitUsage, tc.want)
+			}
+			if strings.Count(msg, "\n") != 1 || out.Len() != 0 {
+				t.Errorf("want one line on stderr and nothing on stdout; got stderr %q, stdout %q", msg, out.String())
 			}
 		})
 	}

@@ -66,7 +66,8 @@ func TestExecuteUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"leaf"}, 0, ""},
-		{[]string{"lef"}, 2, `unknown command "lef" for "vram"`},
+		{[]string{"lef"}, 2, `unknown command "lef" for "vram"; did you mean leaf?` + "\n"},
+		{[]string{"nothing-like-it"}, 2, `unknown command "nothing-like-it" for "vram"` + "\n"},
 		{[]string{"leaf", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"leaf", "extra"}, 2, `unknown command "extra" for "vram leaf"`},
 		{[]string{"fail"}, 1, "it failed"},
@@ -75,10 +76,45 @@ func TestExecuteUsage(t *testing.T) {
 		var out, errOut bytes.Buffer
 		root.SetOut(&out)
 		root.SetErr(&errOut)
-		root.SetArgs(tt.args)
-		code := Execute(root, &errOut)
+		code := Execute(root, tt.args, &errOut)
 		if code != tt.code || !bytes.Contains(errOut.Bytes(), []byte(tt.msg)) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, errOut.String(), tt.code, tt.msg)
+		}
+	}
+}
+
+// The old spelling of a flag sets the same value, is left out of the help
+// and warns on stderr, never on stdout.
+func TestDeprecatedAlias(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+		warn bool
+	}{
+		{[]string{"leaf", "--read-only"}, true, false},
+		{[]string{"leaf", "--readonly"}, true, true},
+		{[]string{"leaf", "--readonly=false"}, false, true},
+		{[]string{"leaf"}, false, false},
+	} {
+		var got bool
+		root := &cobra.Command{Use: "vram"}
+		leaf := &cobra.Command{Use: "leaf", RunE: func(*cobra.Command, []string) error { return nil }}
+		leaf.Flags().BoolVar(&got, "read-only", false, "refuse changes")
+		DeprecatedAlias(leaf, "readonly", "read-only")
+		root.AddCommand(leaf)
+		Prepare(root)
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		if code := Execute(root, tt.args, &errOut); code != 0 || got != tt.want {
+			t.Errorf("%v: exit %d, value %v; want 0, %v (stderr %q)", tt.args, code, got, tt.want, errOut.String())
+		}
+		warned := errOut.String() == "vram: warning: --readonly is deprecated: use --read-only\n"
+		if warned != tt.warn || out.Len() != 0 {
+			t.Errorf("%v: stdout %q, stderr %q", tt.args, out.String(), errOut.String())
+		}
+		if leaf.Flags().Lookup("readonly").Hidden != true {
+			t.Error("the old spelling shows in the help")
 		}
 	}
 }

@@ -47,7 +47,7 @@
 // re-reads the PID's start time from /proc and refuses when it differs from
 // the one the monitor showed (the PID was reused) or the process is gone.
 // PID 1, vram's own PID and processes absent from /proc (whose identity
-// cannot be checked) are refused before any dialog. --readonly disables both
+// cannot be checked) are refused before any dialog. --read-only disables both
 // keys and the help says so. The result, or the refusal, is shown in the
 // status line. Signals go through package proc's checked path and its
 // Signaller and Stater interfaces: a pidfd opened before the identity

@@ -49,7 +49,7 @@ a history graph, and the processes holding device memory with their user,
 memory history, growth rate (MiB/min, a robust slope over the window) and
 flags (zombie, orphan, jupyter, idle, no-proc). Sort with m/p/g/u, filter
 with /, open a process with Enter, and terminate (t) or kill (k) it after a
-confirmation; --readonly disables signals. Press ? for all keys.
+confirmation; --read-only disables signals. Press ? for all keys.
 
 Like vram status, only the GPUs named by CUDA_VISIBLE_DEVICES or
 NVIDIA_VISIBLE_DEVICES are shown when either is set; --all-gpus shows every
@@ -59,7 +59,7 @@ The interactive screen needs a terminal on stdin and stdout. --frame N prints
 one frame to stdout after N samples instead (for scripts, logs and
 documentation); vram watch prints the figures as lines.`,
 		Example: `  vram top
-  vram top --interval 250ms --readonly
+  vram top --interval 250ms --read-only
   vram top --simulate 4
   vram top --frame 30 --interval 100ms --width 120 --height 40 > frame.txt`,
 		Args: cobra.NoArgs,
@@ -71,7 +71,8 @@ documentation); vram watch prints the figures as lines.`,
 	fl := c.Flags()
 	fl.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
 	fl.DurationVar(&o.Window, "window", 5*time.Minute, fmt.Sprintf("time span of the graphs, sparklines and growth rates (%d to %d samples of --interval; the footer says when that changes it)", minWindowSamples, maxWindowSamples))
-	fl.BoolVar(&o.ReadOnly, "readonly", false, "never send signals (t and k are disabled)")
+	fl.BoolVar(&o.ReadOnly, "read-only", false, "never send signals (t and k are disabled)")
+	cmdutil.DeprecatedAlias(c, "readonly", "read-only") // the old spelling keeps working
 	fl.IntVar(&o.Frame, "frame", 0, "print one frame to stdout after `N` samples and exit")
 	fl.IntVar(&o.Width, "width", 120, "frame width in cells (with --frame)")
 	fl.IntVar(&o.Height, "height", 40, "frame height in lines (with --frame)")

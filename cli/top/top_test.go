@@ -163,7 +163,7 @@ func TestCommandFrame(t *testing.T) {
 	cmd := NewCmd(cmdutil.New())
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--simulate", "1", "--frame", "3", "--interval", "10ms", "--width", "90", "--height", "20", "--readonly"})
+	cmd.SetArgs([]string{"--simulate", "1", "--frame", "3", "--interval", "10ms", "--width", "90", "--height", "20", "--read-only"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
