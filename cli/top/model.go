@@ -298,7 +298,7 @@ func (m *Model) setSort(k sortKey) {
 func (m Model) askSignal(sig syscall.Signal) Model {
 	bad := func(s string) Model { m.status, m.statusBad = s, true; return m }
 	if m.cfg.ReadOnly {
-		return bad("read-only mode (--readonly): signals are disabled")
+		return bad("read-only mode (--read-only): signals are disabled")
 	}
 	p, ok := m.current()
 	if !ok {

@@ -100,7 +100,7 @@ func TestSignalRefusals(t *testing.T) {
 		dialog bool   // a dialog opens (the refusal comes after y)
 		want   string // in the status line
 	}{
-		{name: "read-only", cfg: Config{ReadOnly: true}, procs: []gpu.Process{gpuProc(1234, started, "python")}, want: "read-only mode (--readonly)"},
+		{name: "read-only", cfg: Config{ReadOnly: true}, procs: []gpu.Process{gpuProc(1234, started, "python")}, want: "read-only mode (--read-only)"},
 		{name: "PID 1", procs: []gpu.Process{gpuProc(1, started, "/sbin/init")}, want: "PID 1 is init"},
 		{name: "vram itself", procs: []gpu.Process{gpuProc(4242, started, "vram", "top")}, want: "PID 4242 is vram itself"},
 		{name: "not in /proc", procs: []gpu.Process{{PID: 777, Memory: 1 << 30, MemoryKnown: true, Flags: gpu.FlagNoSuchProcess}}, want: "not visible in /proc"},
