@@ -98,3 +98,14 @@ func (a *alias) Set(s string) error {
 	fmt.Fprintf(a.cmd.ErrOrStderr(), "vram: warning: --%s is deprecated: use --%s\n", a.old, a.name)
 	return nil
 }
+
+// NeedArgs is an Args validator for a command that takes at least one
+// argument: without one, msg (which says what to give) is the usage error.
+func NeedArgs(msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return Usagef("%s", msg)
+		}
+		return nil
+	}
+}

@@ -118,3 +118,13 @@ func TestDeprecatedAlias(t *testing.T) {
 		}
 	}
 }
+
+func TestNeedArgs(t *testing.T) {
+	check := NeedArgs("run: name the command to run")
+	if err := check(nil, []string{"true"}); err != nil {
+		t.Errorf("an argument refused: %v", err)
+	}
+	if err := check(nil, nil); err == nil || err.Error() != "run: name the command to run" || !IsUsage(err) {
+		t.Errorf("no argument: %v", err)
+	}
+}

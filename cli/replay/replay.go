@@ -70,12 +70,7 @@ bisection always keeps the copy).`,
   vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache
 
 (examples/traces/ holds small recorded traces: run these from the repository's root.)`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmdutil.Usagef("replay: name at least one trace (a file or synth:KIND)")
-			}
-			return nil
-		},
+		Args: cmdutil.NeedArgs("replay: name at least one trace (a file or synth:KIND)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(cmd.OutOrStdout(), cmd.ErrOrStderr(), fac.IsTerminal, f, cmd.Flags().Changed("capacity"), args)
 		},

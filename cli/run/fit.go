@@ -57,12 +57,7 @@ is then enforced inside each trial.`,
   vram fit --max 4096 --trial-timeout 2m -- python train.py --batch-size={}
   vram fit --env BATCH_SIZE --json -- ./bench.sh
   vram fit --allocator vram --alloc-conf page_mapped:true,max_bytes:16GiB -- python train.py --batch-size {}`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmdutil.Usagef("fit: name the command to run (vram fit -- CMD ARGS... {})")
-			}
-			return nil
-		},
+		Args: cmdutil.NeedArgs("fit: name the command to run (vram fit -- CMD ARGS... {})"),
 		RunE: func(cmd *cobra.Command, args []string) error { return runFit(fac, cmd, f, args) },
 	}
 	f.register(cmd)

@@ -246,12 +246,7 @@ without --allocator. See docs/torch.md.`,
   vram run --json-file run.json --report run.html -- torchrun --nproc-per-node 2 train.py
   vram run --limit 40GiB -- python serve.py
   vram run --limit 50% --grace 30s -- ./job.sh`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmdutil.Usagef("run: name the command to run (vram run -- CMD ARGS...)")
-			}
-			return nil
-		},
+		Args: cmdutil.NeedArgs("run: name the command to run (vram run -- CMD ARGS...)"),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRun(fac, cmd, f, args) },
 	}
 	f.register(cmd)
