@@ -176,6 +176,10 @@ func TestSameMistakeSameStatus(t *testing.T) {
 	add("conflicting flags", "--alloc-conf needs --allocator vram", "fit", "--alloc-conf", "max_bytes:1GiB", "--", "true", "{}")
 	add("conflicting flags", "--min-bytes and --policy", "reclaim", "--policy", "p.yaml", "--min-bytes", "1GiB")
 	add("conflicting flags", "--capacity applies to --device sim only", "replay", "--device", "cuda", "--capacity", "1GiB", "synth:kvcache")
+	add("configuration file that does not parse", "bad.yaml:2: interval: want a duration", "serve", "--config", "testdata/bad.yaml")
+	add("configuration file that does not parse", "bad.yaml:2: interval: unknown field", "reclaim", "--policy", "testdata/bad.yaml")
+	add("missing configuration file", "--config: ", "serve", "--config", "testdata/none.yaml")
+	add("missing configuration file", "--policy: open testdata/none.yaml: no such file", "reclaim", "--policy", "testdata/none.yaml")
 	add("unknown command", `unknown command "stauts" for "vram"; did you mean status?`, "stauts")
 
 	for _, tc := range cases {

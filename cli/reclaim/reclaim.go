@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -188,6 +189,21 @@ func (o *Options) rules() *policy.Policy {
 	}
 }
 
+// readPolicy reads --policy FILE. A file that is missing or does not parse
+// is a usage error, as vram serve's --config is.
+func readPolicy(path string) (*policy.Policy, error) {
+	p, err := policy.ReadFile(path)
+	var bad policy.Errors
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &bad):
+		return nil, cmdutil.Usage(err)
+	case errors.As(err, &pe):
+		return nil, cmdutil.Usagef("--policy: %v", pe)
+	}
+	return p, err
+}
+
 // openHost opens the host the flags name, sampled with an idle window of
 // --observe, and the notes to show about it.
 func openHost(f *cmdutil.Factory, o *Options) (*cmdutil.Host, []string, error) {
@@ -214,7 +230,7 @@ func Run(ctx context.Context, f *cmdutil.Factory, o *Options, in io.Reader, out,
 	}
 	pol := o.rules()
 	if o.Policy != "" {
-		p, err := policy.ReadFile(o.Policy)
+		p, err := readPolicy(o.Policy)
 		if err != nil {
 			return err
 		}
