@@ -2,9 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/vramhq/vram/cli/cmdutil"
+	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/job"
 )
 
 func TestMainExitCodes(t *testing.T) {
@@ -17,7 +22,7 @@ func TestMainExitCodes(t *testing.T) {
 		{"help", []string{"--help"}, 0, ""},
 		{"unknown flag", []string{"status", "--no-such-flag"}, 2, "unknown flag"},
 		{"stray argument", []string{"status", "extra"}, 2, "extra"},
-		{"unknown command", []string{"no-such-command"}, 1, "unknown command"},
+		{"unknown command", []string{"no-such-command"}, 2, "unknown command"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +107,7 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"top", "--simulate", "abc"}, `invalid value "abc" for --simulate: want a whole number`},
 		{[]string{"watch", "--pid", "abc"}, `invalid value "abc" for --pid: want whole numbers separated by commas`},
 		{[]string{"watch", "--pid", "-5"}, `--pid -5: not a process ID (PIDs are 1 to 4194304)`},
+		{[]string{"watch", "--pid", "4242,x"}, `invalid value "4242,x" for --pid: want whole numbers separated by commas`},
 		{[]string{"status", "--gpu", "0,x"}, `invalid value "0,x" for --gpu: want whole numbers separated by commas`},
 		{[]string{"run", "--interval", "fast", "--", "true"}, `invalid value "fast" for --interval: want a duration such as 500ms, 30s or 5m`},
 		{[]string{"run", "--json=maybe", "--", "true"}, `invalid value "maybe" for --json: want true or false`},
@@ -122,6 +128,77 @@ func TestFlagValueErrors(t *testing.T) {
 				if strings.Contains(got, leak) {
 					t.Errorf("stderr %q carries the parser's %q", got, leak)
 				}
+			}
+		})
+	}
+}
+
+// The same mistake exits 2 on every command, with one line naming the flag
+// or the argument. The factory has no driver and no memory source: a
+// mistake that slipped through to opening the host or starting a job
+// would fail with 1 instead.
+func TestSameMistakeSameStatus(t *testing.T) {
+	type mistake struct {
+		kind string
+		args []string
+		want string
+	}
+	var cases []mistake
+	add := func(kind, want string, args ...string) { cases = append(cases, mistake{kind, args, want}) }
+	for cmd, flag := range map[string]string{"status": "--gpu", "watch": "--interval", "top": "--interval", "run": "--interval",
+		"fit": "--interval", "reclaim": "--observe", "replay": "--policy", "serve": "--addr"} {
+		add("unknown flag", "unknown flag: --bogus", cmd, "--bogus")
+		add("flag without its value", "flag needs an argument: "+flag, cmd, flag)
+	}
+	for _, cmd := range []string{"status", "watch", "top", "reclaim", "serve"} {
+		add("bad value", `invalid value "x" for --simulate: want a whole number`, cmd, "--simulate", "x")
+		add("value out of range", "--simulate 65: must be between 1 and 64 GPUs", cmd, "--simulate", "65")
+		add("conflicting flags", "--gpu and --all-gpus: choose one", cmd, "--gpu", "0", "--all-gpus")
+		add("stray argument", `unknown command "extra" for "vram `+cmd+`"`, cmd, "extra")
+	}
+	for _, cmd := range []string{"status", "watch", "top"} {
+		add("bad value", `invalid value "x" for --idle-window: want a duration`, cmd, "--idle-window", "x")
+		add("value out of range", "--idle-window -1s: must be positive", cmd, "--idle-window", "-1s")
+	}
+	add("bad value", `invalid value "x" for --interval: want a duration`, "run", "--interval", "x", "--", "true")
+	add("bad value", `invalid value "x" for --min: want a whole number`, "fit", "--min", "x", "--", "true", "{}")
+	add("bad value", `invalid value "x" for --observe: want a duration`, "reclaim", "--observe", "x")
+	add("bad value", `--capacity: `, "replay", "--capacity", "lots", "synth:kvcache")
+	add("value out of range", "--interval 1ms: must be between 10ms and 10s", "run", "--interval", "1ms", "--", "true")
+	add("value out of range", "--interval 1ms: must be between 10ms and 10s", "fit", "--interval", "1ms", "--", "true", "{}")
+	add("value out of range", "--interval 5ms: must be between 10ms and 1h", "watch", "--interval", "5ms")
+	add("value out of range", "--observe 100ms: must be between 1s and 1h", "reclaim", "--observe", "100ms")
+	add("missing argument", "run: name the command to run", "run")
+	add("missing argument", "fit: name the command to run", "fit")
+	add("missing argument", "replay: name at least one trace", "replay")
+	add("missing argument", "fit: put {} where the batch size goes", "fit", "--", "true")
+	add("conflicting flags", "--json and --csv cannot be used together", "status", "--json", "--csv")
+	add("conflicting flags", "--json and --csv cannot be used together", "watch", "--json", "--csv")
+	add("conflicting flags", "--alloc-conf needs --allocator vram", "run", "--alloc-conf", "max_bytes:1GiB", "--", "true")
+	add("conflicting flags", "--alloc-conf needs --allocator vram", "fit", "--alloc-conf", "max_bytes:1GiB", "--", "true", "{}")
+	add("conflicting flags", "--min-bytes and --policy", "reclaim", "--policy", "p.yaml", "--min-bytes", "1GiB")
+	add("conflicting flags", "--capacity applies to --device sim only", "replay", "--device", "cuda", "--capacity", "1GiB", "synth:kvcache")
+	add("configuration file that does not parse", "bad.yaml:2: interval: want a duration", "serve", "--config", "testdata/bad.yaml")
+	add("configuration file that does not parse", "bad.yaml:2: interval: unknown field", "reclaim", "--policy", "testdata/bad.yaml")
+	add("missing configuration file", "--config: ", "serve", "--config", "testdata/none.yaml")
+	add("missing configuration file", "--policy: open testdata/none.yaml: no such file", "reclaim", "--policy", "testdata/none.yaml")
+	add("unknown command", `unknown command "stauts" for "vram"; did you mean status?`, "stauts")
+
+	for _, tc := range cases {
+		t.Run(tc.kind+": "+strings.Join(tc.args, " "), func(t *testing.T) {
+			f := cmdutil.New()
+			var out, errOut bytes.Buffer
+			f.In, f.Out, f.Err = strings.NewReader(""), &out, &errOut
+			f.OpenNVML = func() (gpu.Host, error) { return nil, errors.New("no driver in this test") }
+			f.MemorySource = func() (job.Source, func(), error) { return nil, nil, errors.New("no driver in this test") }
+			f.ProcRoot = "/nonexistent"
+			code := Run(f, tc.args)
+			msg := errOut.String()
+			if code != cmdutil.ExitUsage || !strings.HasPrefix(msg, "vram: ") || !strings.Contains(msg, tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, msg, cmdutil.ExitUsage, tc.want)
+			}
+			if strings.Count(msg, "\n") != 1 || out.Len() != 0 {
+				t.Errorf("want one line on stderr and nothing on stdout; got stderr %q, stdout %q", msg, out.String())
 			}
 		})
 	}

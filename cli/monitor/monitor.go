@@ -15,85 +15,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
 
-// Env is what the commands take from the outside world; tests replace it.
-type Env struct {
-	OpenHost   func() (gpu.Host, error)
-	ProcRoot   string
-	LookupUser func(uid uint32) (string, error) // nil: the host's user database
-	Now        func() time.Time
-	Getenv     func(string) (string, bool)
-	Hostname   func() (string, error)
+// registerHostFlags adds the host flags status and watch share.
+func registerHostFlags(h *cmdutil.HostFlags, cmd *cobra.Command) {
+	h.Register(cmd)
+	h.RegisterIdleWindow(cmd)
 }
-
-var env = Env{
-	OpenHost: func() (gpu.Host, error) { return gpu.OpenNVML() },
-	ProcRoot: "/proc",
-	Now:      time.Now,
-	Getenv:   os.LookupEnv,
-	Hostname: os.Hostname,
-}
-
-// hostFlags are the flags status and watch share.
-type hostFlags struct {
-	simulate   int
-	seed       int64
-	allGPUs    bool
-	gpus       []int
-	idleWindow time.Duration
-}
-
-func (f *hostFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.IntVar(&f.simulate, "simulate", 0, "run against a simulated host of `N` GPUs (synthetic processes; no driver needed)")
-	fl.Int64Var(&f.seed, "seed", 1, "seed of the simulated host")
-	fl.BoolVar(&f.allGPUs, "all-gpus", false, "show every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
-	fl.IntSliceVar(&f.gpus, "gpu", nil, "show only these GPU `indices` (comma-separated)")
-	fl.DurationVar(&f.idleWindow, "idle-window", 30*time.Second, "a process with no GPU activity for this long is flagged idle")
-}
-
-// usage wraps a flag problem so that cli.Main exits with status 2.
-type usage struct{ error }
-
-func (u usage) Unwrap() error { return u.error }
 
 // session is the open host with its sampler and selected GPUs, and the
 // warnings to print.
 type session struct {
-	*gpu.Opened
+	*cmdutil.Host
 	warnings []string
 }
 
-func (f *hostFlags) open() (*session, error) {
-	if f.simulate < 0 || f.simulate > 64 {
-		return nil, usage{fmt.Errorf("--simulate %d: must be between 1 and 64 GPUs", f.simulate)}
-	}
-	if f.idleWindow <= 0 {
-		return nil, usage{fmt.Errorf("--idle-window %v: must be positive", f.idleWindow)}
-	}
-	op, err := gpu.Open(gpu.OpenOptions{
-		Simulate: f.simulate, Seed: f.seed, GPUs: f.gpus, AllGPUs: f.allGPUs, IdleWindow: f.idleWindow,
-		OpenNVML: env.OpenHost, ProcRoot: env.ProcRoot, LookupUser: env.LookupUser,
-		Getenv: env.Getenv, Hostname: env.Hostname, Now: env.Now,
-	})
-	var ie *gpu.IndexError
-	switch {
-	case gpu.IsNoDriver(err):
-		return nil, fmt.Errorf("%w; nothing to monitor here (`--simulate N` shows a simulated host of N GPUs; vram replay and the allocator's simulated device work without a GPU)", err)
-	case errors.As(err, &ie):
-		return nil, usage{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)}
-	case err != nil:
+func open(h *cmdutil.HostFlags, f *cmdutil.Factory) (*session, error) {
+	host, err := h.Open(f)
+	if err != nil {
 		return nil, err
 	}
-	s := &session{Opened: op}
+	op := host.Opened
+	s := &session{Host: host}
 	if op.ProcErr != nil {
 		s.warnings = append(s.warnings, fmt.Sprintf("processes are not enriched from /proc: %v", op.ProcErr))
 	}
@@ -105,11 +54,6 @@ func warn(w io.Writer, msgs []string) {
 	for _, m := range msgs {
 		fmt.Fprintf(w, "vram: warning: %s\n", m)
 	}
-}
-
-// Commands returns the monitor's top-level commands.
-func Commands() []func() *cobra.Command {
-	return []func() *cobra.Command{NewCmdStatus, NewCmdWatch}
 }
 
 var errNoDevices = errors.New("no GPU to show")
@@ -129,12 +73,3 @@ func bar(m gpu.Memory, width int) string {
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-// asUsage turns a usage error into the root's flag error (exit status 2).
-func asUsage(cmd *cobra.Command, err error) error {
-	var u usage
-	if errors.As(err, &u) {
-		return cmd.FlagErrorFunc()(cmd, u.error)
-	}
-	return err
-}

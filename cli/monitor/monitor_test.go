@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/vramhq/vram/cli"
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/gpu/gputest"
@@ -30,30 +31,30 @@ var users = map[uint32]string{0: "root", 1000: "alice", 1001: "bob", 1002: "svc-
 
 // testEnv is a host with the go-nvml mock (8 A100s, processes on GPU 0) and
 // the fake proc tree of package gpu.
-func testEnv(vars map[string]string, open func() (gpu.Host, error)) monitor.Env {
+func testEnv(vars map[string]string, open func() (gpu.Host, error)) *cmdutil.Factory {
 	if open == nil {
 		open = func() (gpu.Host, error) { return gpu.NewNVML(gputest.MockServer()) }
 	}
-	return monitor.Env{
-		OpenHost: open,
-		ProcRoot: "../../gpu/testdata/proc",
-		LookupUser: func(uid uint32) (string, error) {
-			if n, ok := users[uid]; ok {
-				return n, nil
-			}
-			return "", fmt.Errorf("no user %d", uid)
-		},
-		Now:      func() time.Time { return fixtureNow },
-		Getenv:   func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
-		Hostname: func() (string, error) { return "node-7", nil },
+	f := cmdutil.New()
+	f.OpenNVML = open
+	f.ProcRoot = "../../gpu/testdata/proc"
+	f.LookupUser = func(uid uint32) (string, error) {
+		if n, ok := users[uid]; ok {
+			return n, nil
+		}
+		return "", fmt.Errorf("no user %d", uid)
 	}
+	f.Now = func() time.Time { return fixtureNow }
+	f.Getenv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	f.Hostname = func() (string, error) { return "node-7", nil }
+	return f
 }
 
-func run(t *testing.T, e monitor.Env, args ...string) (stdout, stderr string, code int) {
+func run(t *testing.T, f *cmdutil.Factory, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	defer monitor.SetEnv(e)()
 	var out, errb bytes.Buffer
-	code = cli.Main(args, strings.NewReader(""), &out, &errb)
+	f.In, f.Out, f.Err = strings.NewReader(""), &out, &errb
+	code = cli.Run(f, args)
 	return out.String(), errb.String(), code
 }
 
@@ -160,8 +161,8 @@ func TestNoDriver(t *testing.T) {
 		if code != 1 || out != "" {
 			t.Errorf("%v: exit %d, stdout %q", args, code, out)
 		}
-		want := "vram: NVML library libnvidia-ml.so.1 not found: no NVIDIA driver on this host (nvmlInit: ERROR_LIBRARY_NOT_FOUND); nothing to monitor here (`--simulate N` shows a simulated host of N GPUs"
-		if !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		want := "vram: NVML library libnvidia-ml.so.1 not found: no NVIDIA driver on this host (nvmlInit: ERROR_LIBRARY_NOT_FOUND); `vram " + args[0] + " --simulate N` runs on a simulated host of N GPUs\n"
+		if errs != want {
 			t.Errorf("%v: stderr = %q", args, errs)
 		}
 	}
@@ -189,6 +190,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "--json", "--csv"}, "--json and --csv cannot be used together"},
 		{[]string{"status", "--gpu", "9"}, "--gpu 9: this host has 8 GPUs (0-7)"},
 		{[]string{"status", "--simulate", "-1"}, "--simulate -1: must be between 1 and 64 GPUs"},
+		{[]string{"status", "--gpu", "0", "--all-gpus"}, "--gpu and --all-gpus: choose one"},
+		{[]string{"watch", "--gpu", "0", "--all-gpus"}, "--gpu and --all-gpus: choose one"},
+		{[]string{"status", "--idle-window", "0s"}, "--idle-window 0s: must be positive"},
 		{[]string{"watch", "--interval", "fast"}, `invalid value "fast" for --interval: want a duration`},
 	}
 	for _, tt := range tests {

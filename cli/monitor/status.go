@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
 )
@@ -20,13 +21,14 @@ import (
 const StatusSchema = "vram.status/v1"
 
 type statusFlags struct {
-	hostFlags
+	cmdutil.HostFlags
 	json, csv, accounting, wide bool
 }
 
-// NewCmdStatus builds vram status.
-func NewCmdStatus() *cobra.Command {
+// NewCmdStatus builds vram status on the outside world fac.
+func NewCmdStatus(fac *cmdutil.Factory) *cobra.Command {
 	f := &statusFlags{}
+	f.AllowNoGPU = true // the table says "no GPU shown"
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show who holds GPU memory now",
@@ -46,12 +48,12 @@ memory (including exited processes) where accounting mode is on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.json && f.csv {
-				return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--json and --csv cannot be used together"))
+				return cmdutil.Usagef("--json and --csv cannot be used together")
 			}
-			return asUsage(cmd, runStatus(cmd.OutOrStdout(), cmd.ErrOrStderr(), f))
+			return runStatus(fac, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	f.register(cmd)
+	registerHostFlags(&f.HostFlags, cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.json, "json", false, "print JSON (schema "+StatusSchema+"; sizes in bytes)")
 	fl.BoolVar(&f.csv, "csv", false, "print CSV: one row per device, process and unattributed amount")
@@ -60,12 +62,12 @@ memory (including exited processes) where accounting mode is on.`,
 	return cmd
 }
 
-func runStatus(stdout, stderr io.Writer, f *statusFlags) error {
-	s, err := f.open()
+func runStatus(fac *cmdutil.Factory, stdout, stderr io.Writer, f *statusFlags) error {
+	s, err := open(&f.HostFlags, fac)
 	if err != nil {
 		return err
 	}
-	defer s.Host.Close()
+	defer s.Close()
 	snap, err := s.Sampler.Sample()
 	if err != nil {
 		return err

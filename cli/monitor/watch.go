@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
 )
@@ -23,7 +23,7 @@ import (
 const WatchSchema = "vram.watch/v1"
 
 type watchFlags struct {
-	hostFlags
+	cmdutil.HostFlags
 	interval, sampleInterval time.Duration
 	processInterval          time.Duration
 	count                    int
@@ -34,8 +34,8 @@ type watchFlags struct {
 	memoryOnly, processes    bool
 }
 
-// NewCmdWatch builds vram watch.
-func NewCmdWatch() *cobra.Command {
+// NewCmdWatch builds vram watch on the outside world fac.
+func NewCmdWatch(fac *cmdutil.Factory) *cobra.Command {
 	f := &watchFlags{}
 	cmd := &cobra.Command{
 		Use:   "watch",
@@ -58,14 +58,14 @@ no processes, so --processes, --pid and --process-interval are refused with it.`
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(cmd); err != nil {
-				return cmd.FlagErrorFunc()(cmd, err)
+				return cmdutil.Usage(err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := fac.SignalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return asUsage(cmd, runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f))
+			return runWatch(ctx, fac, cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	f.register(cmd)
+	registerHostFlags(&f.HostFlags, cmd)
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Second, "print every `duration` (10ms to 1h)")
 	fl.DurationVar(&f.sampleInterval, "sample-interval", 0, "read device memory every `duration` (default 5ms, or the interval if smaller)")
@@ -141,12 +141,12 @@ func (f *watchFlags) validate(cmd *cobra.Command) error {
 	return nil
 }
 
-func runWatch(ctx context.Context, stdout, stderr io.Writer, f *watchFlags) error {
-	s, err := f.open()
+func runWatch(ctx context.Context, fac *cmdutil.Factory, stdout, stderr io.Writer, f *watchFlags) error {
+	s, err := open(&f.HostFlags, fac)
 	if err != nil {
 		return err
 	}
-	defer s.Host.Close()
+	defer s.Close()
 	// One goroutine samples and prints, sleeping in the kernel between
 	// samples (gpu.ClockSleep) on one P: with more Ps, the yield it makes
 	// after each sleep wakes an idle thread to look for work. The figures

@@ -42,24 +42,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/proc"
 )
 
-// Options are the command's flags.
+// Options are the command's flags; the host flags (--simulate, --seed,
+// --gpu, --all-gpus) are every command's (cmdutil).
 type Options struct {
+	cmdutil.HostFlags
 	DryRun    bool
 	OlderThan time.Duration
 	IdleFor   time.Duration
@@ -71,25 +73,16 @@ type Options struct {
 	Settle    time.Duration
 	JSON      bool
 	Policy    string
-	Simulate  int
-	Seed      int64
-	AllGPUs   bool
-	GPUs      []int
 
 	minBytes uint64
 	sig      syscall.Signal
 }
 
-// usageError marks a flag problem: vram exits with status 2.
-type usageError struct{ error }
+// bad is a flag problem: vram exits with status 2.
+func bad(format string, a ...any) error { return cmdutil.Usagef(format, a...) }
 
-func (u usageError) Unwrap() error { return u.error }
-func (u usageError) ExitCode() int { return 2 }
-
-func bad(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-// NewCmd returns the `vram reclaim` command.
-func NewCmd() *cobra.Command {
+// NewCmd returns the `vram reclaim` command on the outside world fac.
+func NewCmd(fac *cmdutil.Factory) *cobra.Command {
 	o := &Options{}
 	c := &cobra.Command{
 		Use:   "reclaim",
@@ -126,9 +119,9 @@ flags; its dry_run (true unless the file says false) is obeyed.`,
 					}
 				}
 			}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := fac.SignalContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return Run(ctx, o, DefaultEnv(c.InOrStdin()), c.OutOrStdout(), c.ErrOrStderr())
+			return Run(ctx, fac, o, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	f := c.Flags()
@@ -143,10 +136,7 @@ flags; its dry_run (true unless the file says false) is obeyed.`,
 	f.DurationVar(&o.Settle, "settle", 5*time.Second, "how long to wait for the driver to release the memory before measuring")
 	f.BoolVar(&o.JSON, "json", false, "print the plan and the results as JSON (sizes in bytes)")
 	f.StringVar(&o.Policy, "policy", "", "apply the reclaim rules of this policy `FILE` instead of the flags")
-	f.IntVar(&o.Simulate, "simulate", 0, "run against a simulated host of `N` GPUs (nothing real is signalled)")
-	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
-	f.BoolVar(&o.AllGPUs, "all-gpus", false, "look at every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
-	f.IntSliceVar(&o.GPUs, "gpu", nil, "look at these GPU indices only")
+	o.Register(c)
 	return c
 }
 
@@ -162,8 +152,9 @@ func (o *Options) validate() error {
 		return bad("--grace %v: must be between 0 and 1h", o.Grace)
 	case o.Settle < 0 || o.Settle > 10*time.Minute:
 		return bad("--settle %v: must be between 0 and 10m", o.Settle)
-	case o.Simulate < 0 || o.Simulate > 64:
-		return bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
+	}
+	if err := o.HostFlags.Check(); err != nil {
+		return err
 	}
 	b, err := units.ParseBytes(o.MinBytes)
 	if err != nil {
@@ -198,109 +189,48 @@ func (o *Options) rules() *policy.Policy {
 	}
 }
 
-// Host is an opened GPU host with what the command needs from it.
-type Host struct {
-	Sampler   *gpu.Sampler
-	Procs     proc.Stater // nil: /proc could not be read (nothing can be checked, so nothing is signalled)
-	Signaller proc.Signaller
-	Simulated bool
-	Name      string
-	Notes     []string
-	Close     func() error
-}
-
-// Env is what the command takes from the outside world; tests replace it.
-type Env struct {
-	Open  func(o *Options, idleWindow time.Duration) (*Host, error)
-	Now   func() time.Time
-	Sleep func(ctx context.Context, d time.Duration) error
-	Self  int
-	In    io.Reader
-	IsTTY func() bool
-}
-
-// DefaultEnv is the real world: the driver (or the simulated host), the
-// wall clock, pidfds, and in as the terminal to confirm on.
-func DefaultEnv(in io.Reader) Env {
-	return Env{
-		Open:  openHost,
-		Now:   time.Now,
-		Sleep: sleepCtx,
-		Self:  os.Getpid(),
-		In:    in,
-		IsTTY: func() bool { return isTerminal(in) },
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// simSignaller stands in for the kernel on a simulated host: a simulated
-// PID may exist on this machine, so nothing is ever sent.
-type simSignaller struct{}
-
-func (simSignaller) Open(int) (proc.Handle, error) { return simHandle{}, nil }
-
-type simHandle struct{}
-
-func (simHandle) Signal(syscall.Signal) error { return nil }
-func (simHandle) Close() error                { return nil }
-
-func openHost(o *Options, idleWindow time.Duration) (*Host, error) {
-	op, err := gpu.Open(gpu.OpenOptions{Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: idleWindow})
-	var ie *gpu.IndexError
+// readPolicy reads --policy FILE. A file that is missing or does not parse
+// is a usage error, as vram serve's --config is.
+func readPolicy(path string) (*policy.Policy, error) {
+	p, err := policy.ReadFile(path)
+	var bad policy.Errors
+	var pe *fs.PathError
 	switch {
-	case gpu.IsNoDriver(err):
-		return nil, fmt.Errorf("%w; nothing to reclaim here (`vram reclaim --simulate N` shows the command on a simulated host)", err)
-	case errors.As(err, &ie):
-		return nil, bad("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
-	case err != nil:
-		return nil, err
+	case errors.As(err, &bad):
+		return nil, cmdutil.Usage(err)
+	case errors.As(err, &pe):
+		return nil, cmdutil.Usagef("--policy: %v", pe)
 	}
-	if !op.Visible.All && len(op.Shown) == 0 {
-		op.Host.Close()
-		return nil, fmt.Errorf("%s selects no GPU; --all-gpus looks at every GPU", op.Visible.Source)
-	}
-	h := &Host{Sampler: op.Sampler, Name: op.Hostname, Close: op.Host.Close, Notes: op.Warnings}
-	switch {
-	case op.Host.Info().Simulated:
-		h.Simulated, h.Procs, h.Signaller = true, op.Procs, simSignaller{}
-	case op.Procs != nil:
-		h.Procs, h.Signaller = op.Procs, proc.Pidfd
-	default:
-		h.Notes = append(h.Notes, fmt.Sprintf("/proc cannot be read (%v): identities cannot be checked, so nothing will be signalled", op.ProcErr))
-	}
-	if note := op.SelectionNote(); note != "" {
-		h.Notes = append(h.Notes, note)
-	}
-	return h, nil
+	return p, err
 }
 
-// Run runs vram reclaim.
-func Run(ctx context.Context, o *Options, env Env, out, errOut io.Writer) error {
+// openHost opens the host the flags name, sampled with an idle window of
+// --observe, and the notes to show about it.
+func openHost(f *cmdutil.Factory, o *Options) (*cmdutil.Host, []string, error) {
+	o.IdleWindow = o.Observe
+	h, err := o.HostFlags.Open(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	notes := slices.Clone(h.Warnings)
+	if h.Procs == nil {
+		notes = append(notes, fmt.Sprintf("/proc cannot be read (%v): identities cannot be checked, so nothing will be signalled", h.ProcErr))
+	}
+	if note := h.SelectionNote(); note != "" {
+		notes = append(notes, note)
+	}
+	return h, notes, nil
+}
+
+// Run runs vram reclaim on the outside world f; in is where the user
+// confirms.
+func Run(ctx context.Context, f *cmdutil.Factory, o *Options, in io.Reader, out, errOut io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
 	pol := o.rules()
 	if o.Policy != "" {
-		p, err := policy.ReadFile(o.Policy)
+		p, err := readPolicy(o.Policy)
 		if err != nil {
 			return err
 		}
@@ -310,18 +240,18 @@ func Run(ctx context.Context, o *Options, env Env, out, errOut io.Writer) error 
 		p.DryRun = p.DryRun || o.DryRun
 		pol = p
 	}
-	h, err := env.Open(o, o.Observe)
+	h, notes, err := openHost(f, o)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
 
-	r := &Report{Simulated: h.Simulated, Host: h.Name, Notes: h.Notes, DryRun: pol.DryRun, Rules: pol.File,
+	r := &Report{Simulated: h.Simulated, Host: h.Hostname, Notes: notes, DryRun: pol.DryRun, Rules: pol.File,
 		ObserveSeconds: o.Observe.Seconds(), Signal: proc.SignalName(o.sig), GraceSeconds: pol.Grace.Seconds()}
 	if !o.JSON {
 		fmt.Fprintf(errOut, "vram reclaim: watching the GPUs for %v...\n", o.Observe)
 	}
-	snap, err := observe(ctx, h.Sampler, o.Observe, env)
+	snap, err := observe(ctx, h.Sampler, o.Observe, f)
 	if ctx.Err() != nil {
 		return errors.New("interrupted while watching the GPUs: nothing signalled")
 	}
@@ -330,7 +260,7 @@ func Run(ctx context.Context, o *Options, env Env, out, errOut io.Writer) error 
 	}
 	r.Time = snap.Time
 	r.Warnings = snap.Warnings
-	r.Candidates = plan(pol, snap, env.Self, h.Procs != nil, o.Observe)
+	r.Candidates = plan(pol, snap, f.Self, h.Procs != nil, o.Observe)
 	r.DevicesBefore = deviceMemory(snap)
 
 	if !o.JSON {
@@ -340,13 +270,13 @@ func Run(ctx context.Context, o *Options, env Env, out, errOut io.Writer) error 
 	switch {
 	case len(targets) == 0 || pol.DryRun:
 		return finish(out, o, r)
-	case !o.Yes && !env.IsTTY():
+	case !o.Yes && !f.IsTerminal(in):
 		if o.JSON {
 			writeJSON(out, r)
 		}
 		return fmt.Errorf("refusing to signal %d process(es) without a terminal to confirm on: pass --yes to act, or --dry-run to list only", len(targets))
 	case !o.Yes:
-		ok, err := confirm(env.In, errOut, targets, o.sig, pol.Grace, h.Simulated)
+		ok, err := confirm(in, errOut, targets, o.sig, pol.Grace, h.Simulated)
 		if err != nil {
 			return err
 		}
@@ -358,8 +288,8 @@ func Run(ctx context.Context, o *Options, env Env, out, errOut io.Writer) error 
 			return finish(out, o, r)
 		}
 	}
-	act(ctx, env, h, r, targets)
-	if err := measure(ctx, env, h, o.Settle, r); err != nil {
+	act(ctx, f, h, r, targets)
+	if err := measure(ctx, f, h, o.Settle, r); err != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("could not sample the GPUs again: %v", err))
 	}
 	if !o.JSON {
@@ -384,16 +314,16 @@ func finish(out io.Writer, o *Options, r *Report) error {
 
 // observe samples every second (or every observe/5 when shorter) for the
 // window and returns the last snapshot, taken at the end of the window.
-func observe(ctx context.Context, s *gpu.Sampler, window time.Duration, env Env) (*gpu.Snapshot, error) {
+func observe(ctx context.Context, s *gpu.Sampler, window time.Duration, f *cmdutil.Factory) (*gpu.Snapshot, error) {
 	step := min(time.Second, window/5)
-	start := env.Now()
+	start := f.Now()
 	snap, err := s.Sample()
 	if err != nil {
 		return nil, fmt.Errorf("sample the GPUs: %w", err)
 	}
-	for env.Now().Sub(start) < window {
-		wait := min(step, window-env.Now().Sub(start))
-		if err := env.Sleep(ctx, wait); err != nil {
+	for f.Now().Sub(start) < window {
+		wait := min(step, window-f.Now().Sub(start))
+		if err := f.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 		if snap, err = s.Sample(); err != nil {
@@ -455,10 +385,10 @@ func actionable(cs []*Candidate) []*Candidate {
 // act signals the targets: the first signal to all, then, for SIGTERM,
 // waits up to the grace for them to exit and sends SIGKILL to those still
 // alive. Every signal goes through proc.Signal (identity re-checked).
-func act(ctx context.Context, env Env, h *Host, r *Report, targets []*Candidate) {
+func act(ctx context.Context, f *cmdutil.Factory, h *cmdutil.Host, r *Report, targets []*Candidate) {
 	send := func(c *Candidate, sig syscall.Signal) bool {
-		err := proc.Signal(h.Procs, h.Signaller, env.Self, c.identity, sig)
-		step := Step{Signal: proc.SignalName(sig), Time: env.Now()}
+		err := proc.Signal(h.Procs, h.Signaller, f.Self, c.identity, sig)
+		step := Step{Signal: proc.SignalName(sig), Time: f.Now()}
 		if err != nil {
 			step.Error = err.Error()
 			step.Refused = errors.Is(err, proc.ErrRefused)
@@ -479,7 +409,7 @@ func act(ctx context.Context, env Env, h *Host, r *Report, targets []*Candidate)
 			grace = max(grace, c.grace)
 		}
 	}
-	deadline := env.Now().Add(grace)
+	deadline := f.Now().Add(grace)
 	for len(waiting) > 0 {
 		still := waiting[:0]
 		for _, c := range waiting {
@@ -490,10 +420,10 @@ func act(ctx context.Context, env Env, h *Host, r *Report, targets []*Candidate)
 			}
 		}
 		waiting = still
-		if len(waiting) == 0 || !env.Now().Before(deadline) {
+		if len(waiting) == 0 || !f.Now().Before(deadline) {
 			break
 		}
-		if env.Sleep(ctx, min(100*time.Millisecond, deadline.Sub(env.Now()))) != nil {
+		if f.Sleep(ctx, min(100*time.Millisecond, deadline.Sub(f.Now()))) != nil {
 			break // interrupted: no SIGKILL the user did not wait for
 		}
 	}
@@ -508,7 +438,7 @@ func act(ctx context.Context, env Env, h *Host, r *Report, targets []*Candidate)
 
 // measure samples the GPUs again, waiting up to settle for the driver to
 // stop listing the signalled processes, and fills in what was freed.
-func measure(ctx context.Context, env Env, h *Host, settle time.Duration, r *Report) error {
+func measure(ctx context.Context, f *cmdutil.Factory, h *cmdutil.Host, settle time.Duration, r *Report) error {
 	signalled := map[uint32]bool{}
 	for _, c := range r.Candidates {
 		for _, s := range c.Steps {
@@ -517,7 +447,7 @@ func measure(ctx context.Context, env Env, h *Host, settle time.Duration, r *Rep
 			}
 		}
 	}
-	deadline := env.Now().Add(settle)
+	deadline := f.Now().Add(settle)
 	var snap *gpu.Snapshot
 	for {
 		var err error
@@ -531,10 +461,10 @@ func measure(ctx context.Context, env Env, h *Host, settle time.Duration, r *Rep
 				break
 			}
 		}
-		if !listed || !env.Now().Before(deadline) {
+		if !listed || !f.Now().Before(deadline) {
 			break
 		}
-		if env.Sleep(ctx, min(250*time.Millisecond, deadline.Sub(env.Now()))) != nil {
+		if f.Sleep(ctx, min(250*time.Millisecond, deadline.Sub(f.Now()))) != nil {
 			break
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/proc"
 )
@@ -172,22 +173,24 @@ func (w *world) signals() []string {
 
 // env opens the world; answer is what the user types, tty whether stdin
 // is a terminal.
-func (w *world) env(answer string, tty bool) Env {
-	return Env{
-		Open: func(o *Options, idle time.Duration) (*Host, error) {
-			s, err := gpu.NewSampler(w, gpu.SamplerOptions{Procs: w, IdleWindow: idle, Now: w.clock})
-			if err != nil {
-				return nil, err
-			}
-			return &Host{Sampler: s, Procs: w, Signaller: w, Name: "fake", Close: w.Close}, nil
-		},
-		Now: w.clock, Sleep: w.sleep, Self: 4242,
-		In: strings.NewReader(answer), IsTTY: func() bool { return tty },
+func (w *world) env(answer string, tty bool) *cmdutil.Factory {
+	f := cmdutil.New()
+	f.OpenHost = func(o gpu.OpenOptions) (*gpu.Opened, error) {
+		s, err := gpu.NewSampler(w, gpu.SamplerOptions{Procs: w, IdleWindow: o.IdleWindow, Now: w.clock})
+		if err != nil {
+			return nil, err
+		}
+		return &gpu.Opened{Host: w, Sampler: s, Procs: w, Hostname: "fake", Visible: gpu.Visible{All: true}, Shown: []int{0}, Total: 1}, nil
 	}
+	f.Signaller = w
+	f.Now, f.Sleep, f.Self = w.clock, w.sleep, 4242
+	f.In = strings.NewReader(answer)
+	f.IsTerminal = func(any) bool { return tty }
+	return f
 }
 
 func opts(args ...string) *Options {
-	c := NewCmd()
+	c := NewCmd(cmdutil.New())
 	if err := c.Flags().Parse(args); err != nil {
 		panic(err)
 	}
@@ -208,10 +211,10 @@ func opts(args ...string) *Options {
 	return o
 }
 
-func run(t *testing.T, w *world, env Env, args ...string) (string, error) {
+func run(t *testing.T, w *world, env *cmdutil.Factory, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := Run(context.Background(), opts(args...), env, &out, &errOut)
+	err := Run(context.Background(), env, opts(args...), env.In, &out, &errOut)
 	return out.String() + errOut.String(), err
 }
 
@@ -480,12 +483,11 @@ func TestBadFlags(t *testing.T) {
 		{"--signal", "HUP"}, {"--min-bytes", "lots"}, {"--observe", "100ms"}, {"--grace", "-1s"}, {"--older-than", "-1m"},
 	} {
 		_, err := run(t, w, w.env("", false), args...)
-		var coded interface{ ExitCode() int }
-		if !errors.As(err, &coded) || coded.ExitCode() != 2 {
+		if cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
 	}
-	c := NewCmd()
+	c := NewCmd(cmdutil.New())
 	c.SetArgs([]string{"--policy", "x.yaml", "--min-bytes", "1GiB"})
 	c.SetOut(&bytes.Buffer{})
 	c.SetErr(&bytes.Buffer{})
@@ -501,7 +503,7 @@ func TestSimulatedHost(t *testing.T) {
 		t.Skip("watches for a second")
 	}
 	var out, errOut bytes.Buffer
-	c := NewCmd()
+	c := NewCmd(cmdutil.New())
 	c.SetArgs([]string{"--simulate", "1", "--observe", "1s", "--yes", "--grace", "0s", "--settle", "0s"})
 	c.SetOut(&out)
 	c.SetErr(&errOut)
@@ -520,7 +522,8 @@ func TestInterruptedWhileWatching(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out bytes.Buffer
-	err := Run(ctx, opts("--yes"), w.env("", false), &out, &out)
+	env := w.env("", false)
+	err := Run(ctx, env, opts("--yes"), env.In, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "interrupted while watching the GPUs: nothing signalled") || len(w.signals()) != 0 {
 		t.Fatalf("err = %v, signals %v", err, w.signals())
 	}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/cudadev"
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/cuda"
 	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/replay"
@@ -33,11 +33,8 @@ type flags struct {
 	progress, verify, stream bool
 }
 
-// usageError marks errors of flags and arguments (exit status 2).
-type usageError struct{ error }
-
-// NewCmd builds vram replay.
-func NewCmd() *cobra.Command {
+// NewCmd builds vram replay on the outside world fac.
+func NewCmd(fac *cmdutil.Factory) *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
 		Use:   "replay TRACE...",
@@ -73,19 +70,9 @@ bisection always keeps the copy).`,
   vram replay 'synth:batchwalk:start=4,end=16' synth:kvcache
 
 (examples/traces/ holds small recorded traces: run these from the repository's root.)`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmd.FlagErrorFunc()(cmd, errors.New("replay: name at least one trace (a file or synth:KIND)"))
-			}
-			return nil
-		},
+		Args: cmdutil.NeedArgs("replay: name at least one trace (a file or synth:KIND)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := run(cmd.OutOrStdout(), cmd.ErrOrStderr(), f, cmd.Flags().Changed("capacity"), args)
-			var u usageError
-			if errors.As(err, &u) {
-				return cmd.FlagErrorFunc()(cmd, u.error)
-			}
-			return err
+			return run(cmd.OutOrStdout(), cmd.ErrOrStderr(), fac.IsTerminal, f, cmd.Flags().Changed("capacity"), args)
 		},
 	}
 	fl := cmd.Flags()
@@ -112,17 +99,17 @@ func policyHelp() string {
 	return b.String()
 }
 
-func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) error {
+func run(stdout, stderr io.Writer, isTerminal func(any) bool, f *flags, capacitySet bool, args []string) error {
 	pols, err := replay.ParsePolicies(f.policy)
 	if err != nil {
-		return usageError{fmt.Errorf("--policy: %w", err)}
+		return cmdutil.Usagef("--policy: %w", err)
 	}
 	capacity, err := alloc.ParseSize(f.capacity)
 	if err != nil {
-		return usageError{fmt.Errorf("--capacity: %w", err)}
+		return cmdutil.Usagef("--capacity: %w", err)
 	}
 	if capacity == 0 {
-		return usageError{errors.New("--capacity: must be more than 0")}
+		return cmdutil.Usagef("--capacity: must be more than 0")
 	}
 	var (
 		devFunc  replay.DeviceFunc
@@ -134,7 +121,7 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 		devLabel = "simulated device of " + units.FormatBytes(capacity)
 	case "cuda":
 		if capacitySet {
-			return usageError{errors.New("--capacity applies to --device sim only (the GPU's own memory is the capacity with --device cuda)")}
+			return cmdutil.Usagef("--capacity applies to --device sim only (the GPU's own memory is the capacity with --device cuda)")
 		}
 		d, err := cudadev.Open(0)
 		if err != nil {
@@ -147,7 +134,7 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 		devFunc = func() (alloc.Device, error) { return d, nil }
 		devLabel = "GPU 0 through the CUDA driver"
 	default:
-		return usageError{fmt.Errorf("--device: unknown device %q (want sim or cuda)", f.device)}
+		return cmdutil.Usagef("--device: unknown device %q (want sim or cuda)", f.device)
 	}
 
 	// Open every trace first, so that a missing file fails before hours of
@@ -161,7 +148,7 @@ func run(stdout, stderr io.Writer, f *flags, capacitySet bool, args []string) er
 		ts, err := replay.Open(spec)
 		if err != nil {
 			if strings.HasPrefix(spec, "synth:") {
-				return usageError{err}
+				return cmdutil.Usage(err)
 			}
 			return err
 		}
@@ -341,13 +328,4 @@ func notesOf(reports []*replay.Report) notes {
 		}
 	}
 	return n
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

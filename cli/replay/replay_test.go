@@ -14,6 +14,7 @@ import (
 
 	"github.com/vramhq/vram/alloc/cudadev"
 	"github.com/vramhq/vram/cli"
+	"github.com/vramhq/vram/cli/cmdutil"
 	replaycmd "github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cuda"
 	"github.com/vramhq/vram/internal/units"
@@ -291,7 +292,7 @@ func TestStreamFlag(t *testing.T) {
 // examples is in the repository, so that the examples run in a fresh
 // clone (from its root).
 func TestExamplePathsExist(t *testing.T) {
-	cmd := replaycmd.NewCmd()
+	cmd := replaycmd.NewCmd(cmdutil.New())
 	doc, err := os.ReadFile("../../docs/replay.md")
 	if err != nil {
 		t.Fatal(err)

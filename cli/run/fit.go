@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/job"
 )
@@ -29,8 +30,8 @@ type fitFlags struct {
 	marginV, toleranceV float64
 }
 
-// NewCmdFit builds vram fit.
-func NewCmdFit() *cobra.Command {
+// NewCmdFit builds vram fit on the outside world fac.
+func NewCmdFit(fac *cmdutil.Factory) *cobra.Command {
 	f := &fitFlags{}
 	cmd := &cobra.Command{
 		Use:   "fit [flags] -- CMD [ARG...] {}",
@@ -56,13 +57,8 @@ is then enforced inside each trial.`,
   vram fit --max 4096 --trial-timeout 2m -- python train.py --batch-size={}
   vram fit --env BATCH_SIZE --json -- ./bench.sh
   vram fit --allocator vram --alloc-conf page_mapped:true,max_bytes:16GiB -- python train.py --batch-size {}`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmd.FlagErrorFunc()(cmd, errors.New("fit: name the command to run (vram fit -- CMD ARGS... {})"))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error { return runFit(cmd, f, args) },
+		Args: cmdutil.NeedArgs("fit: name the command to run (vram fit -- CMD ARGS... {})"),
+		RunE: func(cmd *cobra.Command, args []string) error { return runFit(fac, cmd, f, args) },
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
@@ -76,11 +72,11 @@ is then enforced inside each trial.`,
 	return cmd
 }
 
-func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
-	if err := f.check(cmd); err != nil {
+func runFit(fac *cmdutil.Factory, cmd *cobra.Command, f *fitFlags, args []string) error {
+	if err := f.check(); err != nil {
 		return err
 	}
-	bad := func(err error) error { return cmd.FlagErrorFunc()(cmd, err) }
+	bad := cmdutil.Usage
 	var err error
 	if f.marginV, err = parseFraction("--margin", f.margin); err != nil {
 		return bad(err)
@@ -105,10 +101,10 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 		return bad(err)
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s := open(stderr, cmd.InOrStdin())
+	s := open(fac, stderr, cmd.InOrStdin())
 	defer s.close()
 	trial := s.spec(&f.common, cmd, nil)
-	cleanup, err := f.useAllocator(cmd, &trial, job.Limit{})
+	cleanup, err := f.useAllocator(&trial, job.Limit{})
 	if err != nil {
 		return err
 	}
@@ -150,17 +146,17 @@ func runFit(cmd *cobra.Command, f *fitFlags, args []string) error {
 			fmt.Fprintln(stderr, "  (it wrote nothing on standard error)")
 		}
 	}
-	saved := writeOutputs(stdout, stderr, f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
+	saved := writeOutputs(stdout, stderr, fac.FallbackDirs(), f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
 	switch {
 	case res.Failure != nil:
 		// Whatever fitted before, the search has no answer: a failure
 		// that is not an OOM (an import error, a crash) may well hit
 		// every larger size, and says nothing about memory.
-		return &exitError{code: 1, msg: "fit: the search stopped without an answer: " + res.Stop}
+		return errors.New("fit: the search stopped without an answer: " + res.Stop)
 	case !res.Found:
-		return &exitError{code: 1, msg: "fit: " + res.Stop}
+		return errors.New("fit: " + res.Stop)
 	case !saved:
-		return &exitError{code: 1}
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure}
 	}
 	return nil
 }

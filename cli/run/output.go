@@ -96,10 +96,10 @@ func reason(err error) error {
 
 // writeOutputs writes every output and reports on stderr each one that
 // fails. A file that cannot be written is written instead to a new file in
-// one of the fallback directories (the temporary directory, then the
-// current one), and the message says where. It returns false when some
+// one of the fallback directories (by default the temporary directory, then
+// the current one), and the message says where. It returns false when some
 // result could not be written anywhere.
-func writeOutputs(stdout, stderr io.Writer, outs []output) bool {
+func writeOutputs(stdout, stderr io.Writer, fallbackDirs []string, outs []output) bool {
 	ok := true
 	for _, o := range outs {
 		label := o.flag + " " + o.path
@@ -113,7 +113,7 @@ func writeOutputs(stdout, stderr io.Writer, outs []output) bool {
 		if err == nil {
 			continue
 		}
-		where, ferr := writeFallback(o)
+		where, ferr := writeFallback(o, fallbackDirs)
 		if ferr != nil {
 			fmt.Fprintf(stderr, "vram: %s: cannot be written: %v; %s could not be kept anywhere else either: %v\n", label, err, o.what, ferr)
 			ok = false
@@ -138,8 +138,8 @@ func writeFile(path string, write func(io.Writer) error) error {
 }
 
 // writeFallback writes o to a new file named after it (vram-NAME-*.EXT) in
-// the first fallback directory where that works, and returns its path.
-func writeFallback(o output) (string, error) {
+// the first of dirs where that works, and returns its path.
+func writeFallback(o output, dirs []string) (string, error) {
 	name := "json-result.json"
 	if o.path != "" {
 		name = filepath.Base(o.path)
@@ -147,7 +147,7 @@ func writeFallback(o output) (string, error) {
 	ext := filepath.Ext(name)
 	pattern := "vram-" + strings.TrimSuffix(name, ext) + "-*" + ext
 	var errs []error
-	for _, dir := range env.FallbackDirs() {
+	for _, dir := range dirs {
 		f, err := os.CreateTemp(dir, pattern)
 		if err != nil {
 			errs = append(errs, reason(err))

@@ -25,86 +25,21 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/job"
 	"github.com/vramhq/vram/python"
 )
 
-// Env is what the commands take from the outside world; tests replace it.
-type Env struct {
-	// OpenSource opens the memory source; an error means no memory figures
-	// (the message says why).
-	OpenSource func() (job.Source, func(), error)
-	Procs      func() gpu.ProcSource
-	// Notify and Stop subscribe to signals (os/signal's by default).
-	Notify func(c chan<- os.Signal, sig ...os.Signal)
-	Stop   func(c chan<- os.Signal)
-	// Foreground reports whether vram runs in the foreground process group
-	// of the terminal on fd.
-	Foreground func(fd int) bool
-	Subreaper  bool
-	// FallbackDirs are where a result goes, in order, when its file
-	// cannot be written at the end.
-	FallbackDirs func() []string
-}
-
-var env = Env{
-	OpenSource: func() (job.Source, func(), error) {
-		h, err := gpu.OpenNVML()
-		if err != nil {
-			return nil, nil, err
-		}
-		src, err := job.NewGPUSource(h)
-		if err != nil {
-			h.Close()
-			return nil, nil, err
-		}
-		return src, func() { h.Close() }, nil
-	},
-	Procs: func() gpu.ProcSource {
-		p, err := gpu.NewProcFS("/proc", nil)
-		if err != nil {
-			return nil
-		}
-		return p
-	},
-	Notify:       signal.Notify,
-	Stop:         signal.Stop,
-	Foreground:   foreground,
-	Subreaper:    true,
-	FallbackDirs: func() []string { return []string{os.TempDir(), "."} },
-}
-
-// foreground reports whether fd is a terminal whose foreground process
-// group is vram's.
-func foreground(fd int) bool {
-	pg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
-	return err == nil && pg == unix.Getpgrp()
-}
-
 // forwarded are the signals vram passes to the job.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-
-// exitError carries the status vram exits with; Msg (may be empty) is
-// printed first.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-// ExitCode is the status vram exits with.
-func (e *exitError) ExitCode() int { return e.code }
 
 // common are the flags run and fit share.
 type common struct {
@@ -125,34 +60,31 @@ func (c *common) register(cmd *cobra.Command) {
 	fl.SetInterspersed(false)
 }
 
-func (c *common) check(cmd *cobra.Command) error {
+func (c *common) check() error {
 	if c.interval < 10*time.Millisecond || c.interval > 10*time.Second {
-		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--interval %v: must be between 10ms and 10s", c.interval))
+		return cmdutil.Usagef("--interval %v: must be between 10ms and 10s", c.interval)
 	}
 	if c.grace <= 0 {
-		return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--grace %v: must be positive", c.grace))
+		return cmdutil.Usagef("--grace %v: must be positive", c.grace)
 	}
-	if err := c.allocator.check(); err != nil {
-		return cmd.FlagErrorFunc()(cmd, err)
-	}
-	return nil
+	return cmdutil.Usage(c.allocator.check())
 }
 
 // useAllocator prepares --allocator vram for jobs run from spec: their
 // environment, and the limit's headroom once a process installed it. The
 // returned cleanup removes what it wrote; an error means the job must not
 // start (exit 2: the library is missing).
-func (c *common) useAllocator(cmd *cobra.Command, spec *job.Spec, limit job.Limit) (func(), error) {
+func (c *common) useAllocator(spec *job.Spec, limit job.Limit) (func(), error) {
 	if !c.allocator.vram() {
 		return func() {}, nil
 	}
 	lib, err := c.allocator.findLibrary(os.Executable)
 	if err != nil {
-		return nil, cmd.FlagErrorFunc()(cmd, err)
+		return nil, cmdutil.Usage(err)
 	}
 	conf, err := allocatorConf(c.allocator.conf, limit)
 	if err != nil {
-		return nil, cmd.FlagErrorFunc()(cmd, err)
+		return nil, cmdutil.Usage(err)
 	}
 	base := spec.Env
 	if base == nil {
@@ -160,7 +92,7 @@ func (c *common) useAllocator(cmd *cobra.Command, spec *job.Spec, limit job.Limi
 	}
 	setup, err := prepareAllocator(python.Package, lib, conf, base)
 	if err != nil {
-		return nil, &exitError{code: 1, msg: err.Error()}
+		return nil, err
 	}
 	spec.Env = setup.env
 	spec.LimitHeadroom = setup.headroom
@@ -170,17 +102,21 @@ func (c *common) useAllocator(cmd *cobra.Command, spec *job.Spec, limit job.Limi
 // session is what a command sets up around the job: the memory source and
 // the signal relay.
 type session struct {
+	f       *cmdutil.Factory
 	src     job.Source
 	note    string
 	closeFn func()
 	sigs    chan os.Signal
 	relay   chan os.Signal
-	procs   gpu.ProcSource
+	procs   gpu.ProcSource // nil: /proc cannot be read
 }
 
-func open(stderr io.Writer, stdin io.Reader) *session {
-	s := &session{procs: env.Procs()}
-	src, closeFn, err := env.OpenSource()
+func open(f *cmdutil.Factory, stderr io.Writer, stdin io.Reader) *session {
+	s := &session{f: f}
+	if p, err := gpu.NewProcFS(f.ProcRoot, f.LookupUser); err == nil {
+		s.procs = p
+	}
+	src, closeFn, err := f.MemorySource()
 	if err != nil {
 		s.note = err.Error()
 		fmt.Fprintf(stderr, "vram: memory figures unavailable: %v; the command still runs, and its exit status and out-of-memory messages are still read\n", err)
@@ -188,7 +124,7 @@ func open(stderr io.Writer, stdin io.Reader) *session {
 		s.src, s.closeFn = src, closeFn
 	}
 	s.sigs, s.relay = make(chan os.Signal, 8), make(chan os.Signal, 8)
-	env.Notify(s.sigs, forwarded...)
+	f.Notify(s.sigs, forwarded...)
 	fd := -1
 	if f, ok := stdin.(*os.File); ok {
 		fd = int(f.Fd())
@@ -197,7 +133,7 @@ func open(stderr io.Writer, stdin io.Reader) *session {
 		for sig := range s.sigs {
 			// The terminal sends SIGINT and SIGQUIT to the whole
 			// foreground group, the job included: do not send them twice.
-			if (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && fd >= 0 && env.Foreground(fd) {
+			if (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && fd >= 0 && f.Foreground(fd) {
 				continue
 			}
 			s.relay <- sig
@@ -207,7 +143,7 @@ func open(stderr io.Writer, stdin io.Reader) *session {
 }
 
 func (s *session) close() {
-	env.Stop(s.sigs)
+	s.f.Stop(s.sigs)
 	close(s.sigs)
 	if s.closeFn != nil {
 		s.closeFn()
@@ -218,7 +154,7 @@ func (s *session) spec(c *common, cmd *cobra.Command, args []string) job.Spec {
 	return job.Spec{
 		Args: args, Stdin: cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Warn: cmd.ErrOrStderr(),
 		Source: s.src, SourceNote: s.note, Procs: s.procs, Interval: c.interval, Grace: c.grace,
-		Signals: s.relay, Subreaper: env.Subreaper,
+		Signals: s.relay, Subreaper: s.f.Subreaper,
 	}
 }
 
@@ -231,7 +167,7 @@ func startError(err error) error {
 	case errors.Is(err, os.ErrPermission):
 		code = 126
 	}
-	return &exitError{code: code, msg: err.Error()}
+	return &cmdutil.ExitError{Code: code, Err: err}
 }
 
 // jsonOutputs are the JSON results the flags ask for.
@@ -270,8 +206,8 @@ func (f *runFlags) outputs(res *job.Result) []output {
 	return outs
 }
 
-// NewCmdRun builds vram run.
-func NewCmdRun() *cobra.Command {
+// NewCmdRun builds vram run on the outside world fac.
+func NewCmdRun(fac *cmdutil.Factory) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARG...]",
@@ -310,13 +246,8 @@ without --allocator. See docs/torch.md.`,
   vram run --json-file run.json --report run.html -- torchrun --nproc-per-node 2 train.py
   vram run --limit 40GiB -- python serve.py
   vram run --limit 50% --grace 30s -- ./job.sh`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmd.FlagErrorFunc()(cmd, errors.New("run: name the command to run (vram run -- CMD ARGS...)"))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd, f, args) },
+		Args: cmdutil.NeedArgs("run: name the command to run (vram run -- CMD ARGS...)"),
+		RunE: func(cmd *cobra.Command, args []string) error { return runRun(fac, cmd, f, args) },
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
@@ -327,30 +258,30 @@ without --allocator. See docs/torch.md.`,
 	return cmd
 }
 
-func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
-	if err := f.check(cmd); err != nil {
+func runRun(fac *cmdutil.Factory, cmd *cobra.Command, f *runFlags, args []string) error {
+	if err := f.check(); err != nil {
 		return err
 	}
 	var limit job.Limit
 	if f.limit != "" {
 		l, err := job.ParseLimit(f.limit)
 		if err != nil {
-			return cmd.FlagErrorFunc()(cmd, fmt.Errorf("--limit: %w", err))
+			return cmdutil.Usagef("--limit: %w", err)
 		}
 		limit = l
 	}
 	if err := checkOutputs(f.outputs(nil)); err != nil {
-		return cmd.FlagErrorFunc()(cmd, err)
+		return cmdutil.Usage(err)
 	}
 	stderr := cmd.ErrOrStderr()
-	s := open(stderr, cmd.InOrStdin())
+	s := open(fac, stderr, cmd.InOrStdin())
 	defer s.close()
 	if limit.Set() && s.src == nil {
 		fmt.Fprintln(stderr, "vram: --limit cannot be enforced without memory figures")
 	}
 	spec := s.spec(&f.common, cmd, args)
 	spec.Limit = limit
-	cleanup, err := f.useAllocator(cmd, &spec, limit)
+	cleanup, err := f.useAllocator(&spec, limit)
 	if err != nil {
 		return err
 	}
@@ -364,11 +295,11 @@ func runRun(cmd *cobra.Command, f *runFlags, args []string) error {
 	}
 	// vram keeps the job's status when a result had to go elsewhere; only
 	// a result lost altogether makes a job that succeeded exit 1.
-	if !writeOutputs(cmd.OutOrStdout(), stderr, f.outputs(res)) && res.ExitCode == 0 {
-		return &exitError{code: 1}
+	if !writeOutputs(cmd.OutOrStdout(), stderr, fac.FallbackDirs(), f.outputs(res)) && res.ExitCode == 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure}
 	}
 	if res.ExitCode != 0 {
-		return &exitError{code: res.ExitCode}
+		return &cmdutil.ExitError{Code: res.ExitCode}
 	}
 	return nil
 }

@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/cli"
-	"github.com/vramhq/vram/cli/run"
-	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/job"
 	"github.com/vramhq/vram/job/jobtest"
 )
@@ -38,15 +37,15 @@ type testEnv struct {
 	sigs chan<- os.Signal
 }
 
-func (te *testEnv) env(src job.Source, fg bool) run.Env {
-	e := run.DefaultEnv()
-	e.OpenSource = func() (job.Source, func(), error) {
+func (te *testEnv) env(src job.Source, fg bool) *cmdutil.Factory {
+	e := cmdutil.New()
+	e.MemorySource = func() (job.Source, func(), error) {
 		if src == nil {
 			return nil, nil, errors.New("NVML library libnvidia-ml.so.1 not found")
 		}
 		return src, func() {}, nil
 	}
-	e.Procs = func() gpu.ProcSource { return nil }
+	e.ProcRoot = "/nonexistent" // no process tree
 	e.Notify = func(c chan<- os.Signal, _ ...os.Signal) {
 		te.mu.Lock()
 		te.sigs = c
@@ -75,17 +74,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func vram(t *testing.T, e run.Env, args ...string) (stdout, stderr *syncBuffer, code int) {
+func vram(t *testing.T, e *cmdutil.Factory, args ...string) (stdout, stderr *syncBuffer, code int) {
 	t.Helper()
-	old := run.SetEnv(e)
-	defer run.SetEnv(old)
 	stdout, stderr = &syncBuffer{}, &syncBuffer{}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer devnull.Close()
-	code = cli.Main(args, devnull, stdout, stderr)
+	e.In, e.Out, e.Err = devnull, stdout, stderr
+	code = cli.Run(e, args)
 	return stdout, stderr, code
 }
 

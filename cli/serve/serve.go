@@ -32,7 +32,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/serve"
@@ -54,32 +54,24 @@ import (
 // DefaultAddr is where vram serve listens without --addr: loopback only.
 const DefaultAddr = "127.0.0.1:9400"
 
-// Options are the command's flags.
+// Options are the command's flags; the host flags (--simulate, --seed,
+// --gpu, --all-gpus) are every command's (cmdutil).
 type Options struct {
+	cmdutil.HostFlags
 	Addr      string
 	DB        string
 	Config    string
-	Simulate  int
-	Seed      int64
-	GPUs      []int
-	AllGPUs   bool
 	ReadOnly  bool
 	Interval  time.Duration
 	LogFormat string
 	LogLevel  string
 }
 
-// usageError marks a flag or configuration problem: vram exits with
-// status 2.
-type usageError struct{ error }
+// bad is a flag or configuration problem: vram exits with status 2.
+func bad(format string, a ...any) error { return cmdutil.Usagef(format, a...) }
 
-func (u usageError) Unwrap() error { return u.error }
-func (u usageError) ExitCode() int { return 2 }
-
-func bad(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-// NewCmd returns the `vram serve` command.
-func NewCmd() *cobra.Command {
+// NewCmd returns the `vram serve` command on the outside world fac.
+func NewCmd(fac *cmdutil.Factory) *cobra.Command {
 	o := &Options{}
 	c := &cobra.Command{
 		Use:   "serve",
@@ -108,21 +100,18 @@ after writing what is pending. docs/serve.md describes every setting.`,
 			if c.Flags().Changed("db") && o.DB == "" {
 				return emptyDB()
 			}
-			return Run(c.Context(), o, c.Flags().Changed("interval"), c.ErrOrStderr())
+			return Run(c.Context(), fac, o, c.Flags().Changed("interval"), c.ErrOrStderr())
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&o.Addr, "addr", DefaultAddr, "listen on this `host:port` (loopback only unless the config sets http.allow_remote)")
 	f.StringVar(&o.DB, "db", "", "history `PATH`, one daemon per file (default $XDG_STATE_HOME/vram/history.db or ~/.local/state/vram/history.db)")
 	f.StringVar(&o.Config, "config", "", "configuration `FILE` (YAML; docs/serve.md); without it, the defaults")
-	f.IntVar(&o.Simulate, "simulate", 0, "sample a simulated host of `N` GPUs instead of the driver (nothing real is signalled)")
-	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
-	f.IntSliceVar(&o.GPUs, "gpu", nil, "sample these GPU indices only")
-	f.BoolVar(&o.AllGPUs, "all-gpus", false, "sample every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
 	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every mutating request, whatever the configuration says")
 	f.DurationVar(&o.Interval, "interval", 0, "sample period (overrides the configuration's interval; default 1s)")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	o.Register(c)
 	return c
 }
 
@@ -160,12 +149,10 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 	default:
 		return nil, bad("--log-format %q: want text or json", o.LogFormat)
 	}
-	switch {
-	case o.Simulate < 0 || o.Simulate > 64:
-		return nil, bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
-	case o.AllGPUs && len(o.GPUs) > 0:
-		return nil, bad("--gpu and --all-gpus: choose one")
-	case intervalSet && (o.Interval < serve.MinInterval || o.Interval > serve.MaxInterval):
+	if err := o.HostFlags.Check(); err != nil {
+		return nil, err
+	}
+	if intervalSet && (o.Interval < serve.MinInterval || o.Interval > serve.MaxInterval) {
 		return nil, bad("--interval %v: must be between %v and %v", o.Interval, serve.MinInterval, serve.MaxInterval)
 	}
 	p.cfg = serve.DefaultConfig()
@@ -174,7 +161,7 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 		var ce serve.ConfigErrors
 		switch {
 		case errors.As(err, &ce):
-			return nil, usageError{err}
+			return nil, cmdutil.Usage(err)
 		case err != nil:
 			return nil, bad("--config: %v", err)
 		}
@@ -207,8 +194,9 @@ func prepare(o *Options, intervalSet bool, errOut io.Writer) (*prepared, error) 
 	return p, nil
 }
 
-// Run runs vram serve until ctx ends or SIGINT/SIGTERM arrives.
-func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) error {
+// Run runs vram serve on the outside world f until ctx ends or SIGINT or
+// SIGTERM arrives.
+func Run(ctx context.Context, f *cmdutil.Factory, o *Options, intervalSet bool, errOut io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -216,25 +204,17 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	if err != nil {
 		return err
 	}
-	op, err := gpu.Open(gpu.OpenOptions{Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: serve.DefaultIdleWindow})
-	var ie *gpu.IndexError
-	switch {
-	case gpu.IsNoDriver(err):
-		return fmt.Errorf("%w; `vram serve --simulate N` runs the daemon on a simulated host", err)
-	case errors.As(err, &ie):
-		return bad("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)
-	case err != nil:
+	o.IdleWindow = serve.DefaultIdleWindow
+	host, err := o.HostFlags.Open(f)
+	if err != nil {
 		return err
 	}
-	if !op.Visible.All && len(op.Shown) == 0 {
-		op.Host.Close()
-		return fmt.Errorf("%s selects no GPU; --all-gpus samples every GPU", op.Visible.Source)
-	}
+	op := host.Opened
 	// Bind before anything is created: a port in use leaves no history
 	// file behind.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
-		op.Host.Close()
+		host.Close()
 		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	defer ln.Close() // once served, closed by the server's Shutdown already
@@ -265,11 +245,11 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	}
 	d, err := serve.New(ctx, dopts)
 	if err != nil {
-		op.Host.Close()
+		host.Close()
 		var pe policy.Errors
 		var ae alert.Errors
 		if errors.As(err, &pe) || errors.As(err, &ae) {
-			return usageError{err}
+			return cmdutil.Usage(err)
 		}
 		return err
 	}
@@ -285,8 +265,8 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	srv := api.NewServer(o.Addr, api.Handler(d, aopts), log.With("component", "http"))
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	f.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer f.Stop(sigs)
 
 	loop := make(chan error, 1)
 	go func() { loop <- d.Run(runCtx) }()
@@ -304,7 +284,7 @@ func Run(ctx context.Context, o *Options, intervalSet bool, errOut io.Writer) er
 	if p.cfg.PolicyFile != "" {
 		attrs = append(attrs, "policy_file", p.cfg.PolicyFile)
 	}
-	if op.Host.Info().Simulated {
+	if host.Simulated {
 		attrs = append(attrs, "simulated", fmt.Sprintf("SIMULATED host: %d GPUs, seed %d; nothing real is sampled or signalled", len(d.Devices()), o.Seed))
 	}
 	log.Info("vram serve started", attrs...)

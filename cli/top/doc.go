@@ -47,12 +47,13 @@
 // re-reads the PID's start time from /proc and refuses when it differs from
 // the one the monitor showed (the PID was reused) or the process is gone.
 // PID 1, vram's own PID and processes absent from /proc (whose identity
-// cannot be checked) are refused before any dialog. --readonly disables both
+// cannot be checked) are refused before any dialog. --read-only disables both
 // keys and the help says so. The result, or the refusal, is shown in the
-// status line. Signals go through package proc's checked path and the
-// Signaller interface: a pidfd opened before the identity re-check on a real
-// host (kill(2) on kernels without pidfds), a no-op on the simulated one (its
-// PIDs may exist on the machine), a recording fake in tests.
+// status line. Signals go through package proc's checked path and its
+// Signaller and Stater interfaces: a pidfd opened before the identity
+// re-check on a real host (kill(2) on kernels without pidfds), a no-op on the
+// simulated one (its PIDs may exist on the machine), a recording fake in
+// tests.
 //
 // Known limits: signalling another user's process fails with a clear message
 // unless vram runs as that user or root.

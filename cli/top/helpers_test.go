@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -20,7 +21,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // t0 is the simulated clock's origin.
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeSignaller records the signals it is asked to send.
+// fakeSignaller is a proc.Signaller that records the signals it is asked
+// to send; err is what each signal returns.
 type fakeSignaller struct {
 	sent []sent
 	err  error
@@ -31,10 +33,19 @@ type sent struct {
 	sig syscall.Signal
 }
 
-func (f *fakeSignaller) Signal(pid int, sig syscall.Signal) error {
-	f.sent = append(f.sent, sent{pid, sig})
-	return f.err
+func (f *fakeSignaller) Open(pid int) (proc.Handle, error) { return fakeHandle{f, pid}, nil }
+
+type fakeHandle struct {
+	f   *fakeSignaller
+	pid int
 }
+
+func (h fakeHandle) Signal(sig syscall.Signal) error {
+	h.f.sent = append(h.f.sent, sent{h.pid, sig})
+	return h.f.err
+}
+
+func (fakeHandle) Close() error { return nil }
 
 // fakeStater answers Stat from a table.
 type fakeStater map[int]gpu.ProcStat

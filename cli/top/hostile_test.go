@@ -29,7 +29,7 @@ func hostileProcess(t *testing.T) gpu.Process {
 	if !strings.Contains(strings.Join(d.Cmdline, " "), "\x1b[2J") {
 		t.Fatalf("fixture 8000 lost its escape sequences: %q", d.Cmdline)
 	}
-	p := proc(8000, started, d.Cmdline...)
+	p := gpuProc(8000, started, d.Cmdline...)
 	p.User, p.UID, p.Cgroup = d.User, d.UID, d.Cgroup
 	return p
 }
@@ -54,7 +54,7 @@ func checkNoInjection(t *testing.T, what, raw string, w, h int) {
 func TestHostileStringsStayInTheirCells(t *testing.T) {
 	const w, h = 140, 30
 	hostile := hostileProcess(t)
-	r, sig, _ := handRig(t, Config{}, proc(1234, started, "python", "train.py"), hostile)
+	r, sig, _ := handRig(t, Config{}, gpuProc(1234, started, "python", "train.py"), hostile)
 	r.send(tea.WindowSizeMsg{Width: w, Height: h})
 
 	raw := r.m.View().Content

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 )
 
 // Config is what the model needs besides samples. The zero value of a field
@@ -34,8 +35,8 @@ type Config struct {
 	Self int
 	// Signaller sends signals; Procs re-reads a process's identity right
 	// before. Either nil disables signals.
-	Signaller Signaller
-	Procs     ProcStater
+	Signaller proc.Signaller
+	Procs     proc.Stater
 	// Note is shown under the header (which GPUs are shown and why).
 	Note string
 }
@@ -297,7 +298,7 @@ func (m *Model) setSort(k sortKey) {
 func (m Model) askSignal(sig syscall.Signal) Model {
 	bad := func(s string) Model { m.status, m.statusBad = s, true; return m }
 	if m.cfg.ReadOnly {
-		return bad("read-only mode (--readonly): signals are disabled")
+		return bad("read-only mode (--read-only): signals are disabled")
 	}
 	p, ok := m.current()
 	if !ok {

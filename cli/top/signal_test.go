@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/proc"
 )
 
 // handRig is a model over a hand-built snapshot of one GPU and a real
@@ -38,7 +39,7 @@ func handRig(t *testing.T, cfg Config, procs ...gpu.Process) (*simRig, *fakeSign
 	return r, sig, st
 }
 
-func proc(pid uint32, start time.Time, cmd ...string) gpu.Process {
+func gpuProc(pid uint32, start time.Time, cmd ...string) gpu.Process {
 	return gpu.Process{PID: pid, Memory: 20 << 30, MemoryKnown: true, StartTime: start, Cmdline: cmd, User: "alice"}
 }
 
@@ -49,7 +50,7 @@ func TestSignalNeedsConfirmation(t *testing.T) {
 		key string
 		sig syscall.Signal
 	}{{"t", syscall.SIGTERM}, {"k", syscall.SIGKILL}} {
-		r, sig, _ := handRig(t, Config{}, proc(1234, started, "python", "train.py"))
+		r, sig, _ := handRig(t, Config{}, gpuProc(1234, started, "python", "train.py"))
 		if cmd := r.keys(tc.key); cmd != nil {
 			t.Fatalf("%s sent something before confirmation", tc.key)
 		}
@@ -78,7 +79,7 @@ func TestSignalNeedsConfirmation(t *testing.T) {
 
 func TestSignalCancel(t *testing.T) {
 	for _, key := range []string{"n", "esc", "q", "enter", "t"} {
-		r, sig, _ := handRig(t, Config{}, proc(1234, started, "python"))
+		r, sig, _ := handRig(t, Config{}, gpuProc(1234, started, "python"))
 		r.keys("t")
 		if cmd := r.keys(key); cmd != nil {
 			t.Errorf("%s after t returned a command", key)
@@ -99,15 +100,15 @@ func TestSignalRefusals(t *testing.T) {
 		dialog bool   // a dialog opens (the refusal comes after y)
 		want   string // in the status line
 	}{
-		{name: "read-only", cfg: Config{ReadOnly: true}, procs: []gpu.Process{proc(1234, started, "python")}, want: "read-only mode (--readonly)"},
-		{name: "PID 1", procs: []gpu.Process{proc(1, started, "/sbin/init")}, want: "PID 1 is init"},
-		{name: "vram itself", procs: []gpu.Process{proc(4242, started, "vram", "top")}, want: "PID 4242 is vram itself"},
+		{name: "read-only", cfg: Config{ReadOnly: true}, procs: []gpu.Process{gpuProc(1234, started, "python")}, want: "read-only mode (--read-only)"},
+		{name: "PID 1", procs: []gpu.Process{gpuProc(1, started, "/sbin/init")}, want: "PID 1 is init"},
+		{name: "vram itself", procs: []gpu.Process{gpuProc(4242, started, "vram", "top")}, want: "PID 4242 is vram itself"},
 		{name: "not in /proc", procs: []gpu.Process{{PID: 777, Memory: 1 << 30, MemoryKnown: true, Flags: gpu.FlagNoSuchProcess}}, want: "not visible in /proc"},
-		{name: "no identity source", cfg: Config{Procs: nilStater{}}, procs: []gpu.Process{proc(1234, started, "python")}, dialog: true, want: "re-check PID 1234"},
-		{name: "PID reused", procs: []gpu.Process{proc(1234, started, "python")}, stat: map[int]gpu.ProcStat{1234: {PID: 1234, Comm: "sshd", StartTime: started.Add(time.Minute)}}, dialog: true, want: "PID 1234 is now a different process (sshd"},
-		{name: "exited", procs: []gpu.Process{proc(1234, started, "python")}, stat: map[int]gpu.ProcStat{}, dialog: true, want: "PID 1234 has exited"},
-		{name: "not permitted", procs: []gpu.Process{proc(1234, started, "python")}, sigErr: syscall.EPERM, dialog: true, want: "not permitted"},
-		{name: "gone at kill", procs: []gpu.Process{proc(1234, started, "python")}, sigErr: syscall.ESRCH, dialog: true, want: "exited meanwhile"},
+		{name: "no identity source", cfg: Config{Procs: nilStater{}}, procs: []gpu.Process{gpuProc(1234, started, "python")}, dialog: true, want: "re-check PID 1234"},
+		{name: "PID reused", procs: []gpu.Process{gpuProc(1234, started, "python")}, stat: map[int]gpu.ProcStat{1234: {PID: 1234, Comm: "sshd", StartTime: started.Add(time.Minute)}}, dialog: true, want: "PID 1234 is now a different process (sshd"},
+		{name: "exited", procs: []gpu.Process{gpuProc(1234, started, "python")}, stat: map[int]gpu.ProcStat{}, dialog: true, want: "PID 1234 has exited"},
+		{name: "not permitted", procs: []gpu.Process{gpuProc(1234, started, "python")}, sigErr: syscall.EPERM, dialog: true, want: "not permitted"},
+		{name: "gone at kill", procs: []gpu.Process{gpuProc(1234, started, "python")}, sigErr: syscall.ESRCH, dialog: true, want: "exited meanwhile"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,7 +145,7 @@ func (nilStater) Stat(pid int) (gpu.ProcStat, error) {
 }
 
 func TestSignalFromDetailScreen(t *testing.T) {
-	r, sig, _ := handRig(t, Config{}, proc(1234, started, "python"), proc(5678, started, "python", "b.py"))
+	r, sig, _ := handRig(t, Config{}, gpuProc(1234, started, "python"), gpuProc(5678, started, "python", "b.py"))
 	r.keys("down", "enter", "k")
 	if r.m.confirm == nil || r.m.confirm.t.PID != 5678 {
 		t.Fatalf("k on the detail screen of 5678 asked about %+v", r.m.confirm)
@@ -182,7 +183,7 @@ func TestCheckTarget(t *testing.T) {
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%+v refused: %v", tt.t, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrRefused)):
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, proc.ErrRefused)):
 			t.Errorf("%+v: error %v, want a refusal containing %q", tt.t, err, tt.want)
 		}
 	}

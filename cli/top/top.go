@@ -7,31 +7,26 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
 
-// Options are the command's flags. --simulate, --seed, --all-gpus, --gpu
-// and --idle-window mean what they mean for vram status and vram watch.
+// Options are the command's flags. The host flags (--simulate, --seed,
+// --gpu, --all-gpus, --idle-window) are every command's (cmdutil).
 type Options struct {
-	Interval   time.Duration
-	Window     time.Duration
-	Simulate   int
-	Seed       int64
-	AllGPUs    bool
-	GPUs       []int
-	IdleWindow time.Duration
-	ReadOnly   bool
-	Frame      int
-	Width      int
-	Height     int
+	cmdutil.HostFlags
+	Interval time.Duration
+	Window   time.Duration
+	ReadOnly bool
+	Frame    int
+	Width    int
+	Height   int
 
 	frameGiven bool // --frame was on the command line
 }
@@ -43,8 +38,8 @@ const (
 	maxWindowSamples = 4096
 )
 
-// NewCmd returns the `vram top` command.
-func NewCmd() *cobra.Command {
+// NewCmd returns the `vram top` command on the outside world f.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	o := &Options{}
 	c := &cobra.Command{
 		Use:   "top",
@@ -54,7 +49,7 @@ a history graph, and the processes holding device memory with their user,
 memory history, growth rate (MiB/min, a robust slope over the window) and
 flags (zombie, orphan, jupyter, idle, no-proc). Sort with m/p/g/u, filter
 with /, open a process with Enter, and terminate (t) or kill (k) it after a
-confirmation; --readonly disables signals. Press ? for all keys.
+confirmation; --read-only disables signals. Press ? for all keys.
 
 Like vram status, only the GPUs named by CUDA_VISIBLE_DEVICES or
 NVIDIA_VISIBLE_DEVICES are shown when either is set; --all-gpus shows every
@@ -64,52 +59,39 @@ The interactive screen needs a terminal on stdin and stdout. --frame N prints
 one frame to stdout after N samples instead (for scripts, logs and
 documentation); vram watch prints the figures as lines.`,
 		Example: `  vram top
-  vram top --interval 250ms --readonly
+  vram top --interval 250ms --read-only
   vram top --simulate 4
   vram top --frame 30 --interval 100ms --width 120 --height 40 > frame.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.frameGiven = cmd.Flags().Changed("frame")
-			err := run(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout())
-			var u usageError
-			if errors.As(err, &u) {
-				return cmd.FlagErrorFunc()(cmd, u.error) // exit status 2
-			}
-			return err
+			return run(cmd.Context(), f, o, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	f := c.Flags()
-	f.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
-	f.DurationVar(&o.Window, "window", 5*time.Minute, fmt.Sprintf("time span of the graphs, sparklines and growth rates (%d to %d samples of --interval; the footer says when that changes it)", minWindowSamples, maxWindowSamples))
-	f.IntVar(&o.Simulate, "simulate", 0, "run against a simulated host of `N` GPUs (synthetic processes; no driver needed)")
-	f.Int64Var(&o.Seed, "seed", 1, "seed of the simulated host")
-	f.BoolVar(&o.AllGPUs, "all-gpus", false, "show every GPU, ignoring CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES")
-	f.IntSliceVar(&o.GPUs, "gpu", nil, "show only these GPU `indices` (comma-separated)")
-	f.DurationVar(&o.IdleWindow, "idle-window", 30*time.Second, "a process with no GPU activity for this long is flagged idle")
-	f.BoolVar(&o.ReadOnly, "readonly", false, "never send signals (t and k are disabled)")
-	f.IntVar(&o.Frame, "frame", 0, "print one frame to stdout after `N` samples and exit")
-	f.IntVar(&o.Width, "width", 120, "frame width in cells (with --frame)")
-	f.IntVar(&o.Height, "height", 40, "frame height in lines (with --frame)")
+	fl := c.Flags()
+	fl.DurationVar(&o.Interval, "interval", time.Second, "sample period (at least 10ms)")
+	fl.DurationVar(&o.Window, "window", 5*time.Minute, fmt.Sprintf("time span of the graphs, sparklines and growth rates (%d to %d samples of --interval; the footer says when that changes it)", minWindowSamples, maxWindowSamples))
+	fl.BoolVar(&o.ReadOnly, "read-only", false, "never send signals (t and k are disabled)")
+	cmdutil.DeprecatedAlias(c, "readonly", "read-only") // the old spelling keeps working
+	fl.IntVar(&o.Frame, "frame", 0, "print one frame to stdout after `N` samples and exit")
+	fl.IntVar(&o.Width, "width", 120, "frame width in cells (with --frame)")
+	fl.IntVar(&o.Height, "height", 40, "frame height in lines (with --frame)")
+	o.Register(c)
+	o.RegisterIdleWindow(c)
 	return c
 }
 
-// usageError marks a flag problem (exit status 2).
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
 // validate checks the flags and returns the history length in samples.
 func (o *Options) validate() (int, error) {
-	bad := func(format string, a ...any) (int, error) { return 0, usageError{fmt.Errorf(format, a...)} }
+	bad := func(format string, a ...any) (int, error) { return 0, cmdutil.Usagef(format, a...) }
+	if err := o.HostFlags.Check(); err != nil {
+		return 0, err
+	}
 	switch {
 	case o.Interval < gpu.MinInterval || o.Interval > gpu.MaxInterval:
 		return bad("--interval %v out of range: must be between %v and %v", o.Interval, gpu.MinInterval, gpu.MaxInterval)
 	case o.Window < o.Interval:
 		return bad("--window %v is shorter than --interval %v", o.Window, o.Interval)
-	case o.Simulate < 0 || o.Simulate > 64:
-		return bad("--simulate %d: must be between 1 and 64 GPUs (0: the real driver)", o.Simulate)
-	case o.IdleWindow <= 0:
-		return bad("--idle-window %v: must be positive", o.IdleWindow)
 	case o.Frame < 0 || o.Frame == 0 && o.frameGiven:
 		return bad("--frame %d: must be the number of samples before the frame (1 or more); without --frame, vram top runs interactively", o.Frame)
 	case o.Frame > 0 && (o.Width < minWidth || o.Height < minHeight):
@@ -119,91 +101,56 @@ func (o *Options) validate() (int, error) {
 	return min(max(n, minWindowSamples), maxWindowSamples), nil
 }
 
-// source is an opened host with what the model needs from it.
+// source is an opened host with the note to show under the header.
 type source struct {
-	host    gpu.Host
-	sampler *gpu.Sampler
-	procs   ProcStater
-	signal  Signaller
-	name    string
-	note    string
-}
-
-// env is what open takes from the outside world; tests replace it.
-type env struct {
-	openHost func() (gpu.Host, error)
-	procRoot string
-	getenv   func(string) (string, bool)
-	hostname func() (string, error)
-	now      func() time.Time
-}
-
-var defaultEnv = env{
-	openHost: func() (gpu.Host, error) { return gpu.OpenNVML() },
-	procRoot: "/proc",
-	getenv:   os.LookupEnv,
-	hostname: os.Hostname,
-	now:      time.Now,
+	*cmdutil.Host
+	note string
 }
 
 // open opens the real driver (or the simulated host) and selects the GPUs
 // the way vram status does: --gpu, else --all-gpus, else the visible-devices
-// variables (gpu.Open).
-func open(o *Options, e env) (*source, error) {
-	op, err := gpu.Open(gpu.OpenOptions{
-		Simulate: o.Simulate, Seed: o.Seed, GPUs: o.GPUs, AllGPUs: o.AllGPUs, IdleWindow: o.IdleWindow,
-		OpenNVML: e.openHost, ProcRoot: e.procRoot, Getenv: e.getenv, Hostname: e.hostname, Now: e.now,
-	})
-	var ie *gpu.IndexError
-	switch {
-	case gpu.IsNoDriver(err):
-		return nil, fmt.Errorf("%w; nothing to monitor here (`vram top --simulate N` shows a simulated host of N GPUs)", err)
-	case errors.As(err, &ie):
-		return nil, usageError{fmt.Errorf("--gpu %d: this host has %d GPUs (0-%d)", ie.Index, ie.Count, ie.Count-1)}
-	case err != nil:
+// variables (cmdutil.HostFlags).
+func open(o *Options, f *cmdutil.Factory) (*source, error) {
+	h, err := o.HostFlags.Open(f)
+	if err != nil {
 		return nil, err
 	}
-	if !op.Visible.All && len(op.Shown) == 0 {
-		op.Host.Close()
-		return nil, fmt.Errorf("%s selects no GPU; --all-gpus shows every GPU", op.Visible.Source)
-	}
-	src := &source{host: op.Host, sampler: op.Sampler, name: op.Hostname}
+	src := &source{Host: h}
 	var notes []string
-	switch {
-	case op.Host.Info().Simulated:
-		// A simulated PID may exist on this machine: never signal it.
-		src.procs = op.Procs
-		src.signal = SignallerFunc(func(int, syscall.Signal) error { return nil })
-	case op.Procs != nil:
-		src.procs, src.signal = op.Procs, KillSignaller
-	default:
-		notes = append(notes, fmt.Sprintf("no process details and no signals: %v", op.ProcErr))
+	if h.Procs == nil {
+		notes = append(notes, fmt.Sprintf("no process details and no signals: %v", h.ProcErr))
 	}
-	notes = append(notes, op.Warnings...)
-	if note := op.SelectionNote(); note != "" {
+	notes = append(notes, h.Warnings...)
+	if note := h.SelectionNote(); note != "" {
 		notes = append(notes, note)
 	}
 	src.note = strings.Join(notes, " · ")
 	return src, nil
 }
 
-func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
+func run(ctx context.Context, f *cmdutil.Factory, o *Options, in io.Reader, out io.Writer) error {
 	window, err := o.validate()
 	if err != nil {
 		return err
 	}
-	src, err := open(o, defaultEnv)
+	src, err := open(o, f)
 	if err != nil {
 		return err
 	}
-	defer src.host.Close()
+	defer src.Close()
 	cfg := Config{
-		Interval: o.Interval, Window: window, AskedWindow: o.Window, ReadOnly: o.ReadOnly, Hostname: src.name,
-		Self: os.Getpid(), Signaller: src.signal, Procs: src.procs, Note: src.note,
+		Interval: o.Interval, Window: window, AskedWindow: o.Window, ReadOnly: o.ReadOnly, Hostname: src.Hostname,
+		Self: f.Self, Note: src.note,
 	}
-	m := New(cfg, src.sampler.Sample)
+	if src.Procs != nil {
+		cfg.Signaller, cfg.Procs = src.Signaller, src.Procs
+	}
+	m := New(cfg, src.Sampler.Sample)
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if o.Frame > 0 {
-		frame, err := renderFrame(ctx, m, o.Frame, o.Width, o.Height, func(d time.Duration) { time.Sleep(d) })
+		frame, err := renderFrame(ctx, m, o.Frame, o.Width, o.Height, func(d time.Duration) { _ = f.Sleep(ctx, d) })
 		if err != nil {
 			return err
 		}
@@ -211,11 +158,8 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 		_, err = fmt.Fprintln(w, frame)
 		return err
 	}
-	if err := needTerminal(in, out); err != nil {
+	if err := needTerminal(f.IsTerminal, in, out); err != nil {
 		return err
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
@@ -227,7 +171,7 @@ func run(ctx context.Context, o *Options, in io.Reader, out io.Writer) error {
 // needTerminal refuses to start the interactive screen where it cannot
 // run: on input or output that is not a terminal (a pipe, a file, a
 // service's /dev/null).
-func needTerminal(in io.Reader, out io.Writer) error {
+func needTerminal(isTerminal func(any) bool, in io.Reader, out io.Writer) error {
 	var not []string
 	if !isTerminal(in) {
 		not = append(not, "stdin")
@@ -245,16 +189,6 @@ func needTerminal(in io.Reader, out io.Writer) error {
 		what = "stdin and stdout are not terminals"
 	}
 	return fmt.Errorf("top is interactive and needs a terminal, but %s; `vram watch` prints GPU memory as lines without one, and `vram top --frame N` prints a single frame", what)
-}
-
-// isTerminal reports whether f is a file on a terminal.
-func isTerminal(f any) bool {
-	fd, ok := f.(interface{ Fd() uintptr })
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(fd.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // renderFrame feeds n samples to the model, sleeping the interval between

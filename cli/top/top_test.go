@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 )
 
 func TestValidate(t *testing.T) {
-	ok := Options{Interval: time.Second, Window: 5 * time.Minute, IdleWindow: 30 * time.Second, Width: 120, Height: 40}
+	ok := Options{Interval: time.Second, Window: 5 * time.Minute, HostFlags: cmdutil.HostFlags{IdleWindow: 30 * time.Second}, Width: 120, Height: 40}
 	tests := []struct {
 		name    string
 		mod     func(o *Options)
@@ -30,7 +31,8 @@ func TestValidate(t *testing.T) {
 		{name: "window below interval", mod: func(o *Options) { o.Window = time.Millisecond * 500 }, err: "--window 500ms is shorter"},
 		{name: "negative simulate", mod: func(o *Options) { o.Simulate = -1 }, err: "--simulate -1"},
 		{name: "too many simulated", mod: func(o *Options) { o.Simulate = 65 }, err: "--simulate 65"},
-		{name: "idle window", mod: func(o *Options) { o.IdleWindow = 0 }, err: "--idle-window 0s"},
+		{name: "idle window", mod: func(o *Options) { o.IdleWindow = -time.Second }, err: "--idle-window -1s"},
+		{name: "GPUs twice", mod: func(o *Options) { o.GPUs, o.AllGPUs = []int{0}, true }, err: "--gpu and --all-gpus: choose one"},
 		{name: "negative frame", mod: func(o *Options) { o.Frame = -2 }, err: "--frame -2"},
 		{name: "frame 0 given", mod: func(o *Options) { o.frameGiven = true }, err: "--frame 0: must be the number of samples before the frame (1 or more); without --frame, vram top runs interactively"},
 		{name: "tiny frame", mod: func(o *Options) { o.Frame = 1; o.Width = 20 }, err: "a frame needs at least 60x12"},
@@ -41,8 +43,7 @@ func TestValidate(t *testing.T) {
 			tt.mod(&o)
 			n, err := o.validate()
 			if tt.err != "" {
-				var u usageError
-				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &u) {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !cmdutil.IsUsage(err) {
 					t.Errorf("error %v, want a usage error containing %q", err, tt.err)
 				}
 				return
@@ -54,27 +55,29 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func testEnv(vars map[string]string) env {
-	return env{
-		openHost: func() (gpu.Host, error) { return nil, errors.New("no real host in tests") },
-		procRoot: "/nonexistent",
-		getenv:   func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
-		hostname: func() (string, error) { return "testhost", nil },
-		now:      func() time.Time { return t0 },
-	}
+// testFactory has no real host, no /proc and a fixed clock.
+func testFactory(vars map[string]string) *cmdutil.Factory {
+	f := cmdutil.New()
+	f.OpenNVML = func() (gpu.Host, error) { return nil, errors.New("no real host in tests") }
+	f.ProcRoot = "/nonexistent"
+	f.Getenv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	f.Hostname = func() (string, error) { return "testhost", nil }
+	f.Now = func() time.Time { return t0 }
+	return f
 }
 
 func TestOpenNoDriver(t *testing.T) {
-	e := testEnv(nil)
-	e.openHost = func() (gpu.Host, error) {
+	f := testFactory(nil)
+	f.OpenNVML = func() (gpu.Host, error) {
 		return nil, fmt.Errorf("NVML library libnvidia-ml.so.1 not found: no NVIDIA driver on this host (%w)", gpu.ErrNoDriver)
 	}
-	_, err := open(&Options{IdleWindow: time.Second}, e)
+	o := &Options{HostFlags: cmdutil.HostFlags{IdleWindow: time.Second}}
+	_, err := open(o, f)
 	if err == nil || !gpu.IsNoDriver(err) || !strings.Contains(err.Error(), "libnvidia-ml.so.1 not found") || !strings.Contains(err.Error(), "--simulate N") {
 		t.Errorf("no-driver error: %v", err)
 	}
-	e.openHost = func() (gpu.Host, error) { return nil, errors.New("nvmlInit: ERROR_UNKNOWN") }
-	if _, err := open(&Options{IdleWindow: time.Second}, e); err == nil || !strings.Contains(err.Error(), "ERROR_UNKNOWN") {
+	f.OpenNVML = func() (gpu.Host, error) { return nil, errors.New("nvmlInit: ERROR_UNKNOWN") }
+	if _, err := open(o, f); err == nil || !strings.Contains(err.Error(), "ERROR_UNKNOWN") {
 		t.Errorf("other open error: %v", err)
 	}
 }
@@ -82,24 +85,24 @@ func TestOpenNoDriver(t *testing.T) {
 func TestOpenSelectsGPUs(t *testing.T) {
 	tests := []struct {
 		name string
-		o    Options
+		o    cmdutil.HostFlags
 		vars map[string]string
 		want []int
 		note string
 		err  string
 	}{
-		{name: "all by default", o: Options{Simulate: 4}, want: []int{0, 1, 2, 3}},
-		{name: "CUDA_VISIBLE_DEVICES", o: Options{Simulate: 4}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{1, 3}, note: "showing GPUs 3,1 of 4 (CUDA_VISIBLE_DEVICES=3,1); --all-gpus shows all"},
-		{name: "--all-gpus ignores it", o: Options{Simulate: 4, AllGPUs: true}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{0, 1, 2, 3}},
-		{name: "--gpu wins", o: Options{Simulate: 4, GPUs: []int{2}}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{2}, note: "(--gpu)"},
-		{name: "--gpu out of range", o: Options{Simulate: 2, GPUs: []int{5}}, err: "--gpu 5: this host has 2 GPUs (0-1)"},
-		{name: "none visible", o: Options{Simulate: 2}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": ""}, err: "CUDA_VISIBLE_DEVICES= selects no GPU"},
-		{name: "bad entry warns", o: Options{Simulate: 2}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "1,7"}, want: []int{1}, note: "no device with index 7"},
+		{name: "all by default", o: cmdutil.HostFlags{Simulate: 4}, want: []int{0, 1, 2, 3}},
+		{name: "CUDA_VISIBLE_DEVICES", o: cmdutil.HostFlags{Simulate: 4}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{1, 3}, note: "showing GPUs 3,1 of 4 (CUDA_VISIBLE_DEVICES=3,1); --all-gpus shows all"},
+		{name: "--all-gpus ignores it", o: cmdutil.HostFlags{Simulate: 4, AllGPUs: true}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{0, 1, 2, 3}},
+		{name: "--gpu wins", o: cmdutil.HostFlags{Simulate: 4, GPUs: []int{2}}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "3,1"}, want: []int{2}, note: "(--gpu)"},
+		{name: "--gpu out of range", o: cmdutil.HostFlags{Simulate: 2, GPUs: []int{5}}, err: "--gpu 5: this host has 2 GPUs (0-1)"},
+		{name: "none visible", o: cmdutil.HostFlags{Simulate: 2}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": ""}, err: "CUDA_VISIBLE_DEVICES= selects no GPU"},
+		{name: "bad entry warns", o: cmdutil.HostFlags{Simulate: 2}, vars: map[string]string{"CUDA_VISIBLE_DEVICES": "1,7"}, want: []int{1}, note: "no device with index 7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.o.IdleWindow = 30 * time.Second
-			src, err := open(&tt.o, testEnv(tt.vars))
+			src, err := open(&Options{HostFlags: tt.o}, testFactory(tt.vars))
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Errorf("error %v, want %q", err, tt.err)
@@ -109,9 +112,9 @@ func TestOpenSelectsGPUs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer src.host.Close()
+			defer src.Close()
 			var got []int
-			for _, id := range src.sampler.Devices() {
+			for _, id := range src.Sampler.Devices() {
 				got = append(got, id.Index)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
@@ -120,7 +123,7 @@ func TestOpenSelectsGPUs(t *testing.T) {
 			if !strings.Contains(src.note, tt.note) {
 				t.Errorf("note %q, want it to contain %q", src.note, tt.note)
 			}
-			if src.name != "simulated" || src.signal == nil || src.procs == nil {
+			if src.Hostname != "simulated" || src.Signaller == nil || src.Procs == nil {
 				t.Errorf("simulated source incomplete: %+v", src)
 			}
 		})
@@ -128,15 +131,15 @@ func TestOpenSelectsGPUs(t *testing.T) {
 }
 
 func TestRenderFrame(t *testing.T) {
-	o := &Options{Simulate: 2, Seed: 1, IdleWindow: 30 * time.Second}
+	o := &Options{HostFlags: cmdutil.HostFlags{Simulate: 2, Seed: 1, IdleWindow: 30 * time.Second}}
 	now := t0
-	e := testEnv(nil)
-	e.now = func() time.Time { return now }
-	src, err := open(o, e)
+	f := testFactory(nil)
+	f.Now = func() time.Time { return now }
+	src, err := open(o, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(Config{Interval: time.Second, Window: 30, Hostname: src.name, Note: src.note}, src.sampler.Sample)
+	m := New(Config{Interval: time.Second, Window: 30, Hostname: src.Hostname, Note: src.note}, src.Sampler.Sample)
 	frame, err := renderFrame(context.Background(), m, 20, 100, 30, func(d time.Duration) { now = now.Add(d) })
 	if err != nil {
 		t.Fatal(err)
@@ -157,10 +160,10 @@ func TestRenderFrame(t *testing.T) {
 }
 
 func TestCommandFrame(t *testing.T) {
-	cmd := NewCmd()
+	cmd := NewCmd(cmdutil.New())
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--simulate", "1", "--frame", "3", "--interval", "10ms", "--width", "90", "--height", "20", "--readonly"})
+	cmd.SetArgs([]string{"--simulate", "1", "--frame", "3", "--interval", "10ms", "--width", "90", "--height", "20", "--read-only"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +189,7 @@ func TestFooterSaysWhenTheWindowChanged(t *testing.T) {
 		{[]string{"--interval", "50ms", "--width", "80"}, "window 3m24.8s (5m0s asked) "},
 		{[]string{"--interval", "1s", "--window", "2m"}, "window 2m0s  "},
 	} {
-		cmd := NewCmd()
+		cmd := NewCmd(cmdutil.New())
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetArgs(append([]string{"--simulate", "1", "--frame", "1", "--height", "20"}, tc.args...))
@@ -221,8 +224,8 @@ func TestNeedsATerminal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			o := &Options{Simulate: 1, Interval: time.Second, Window: time.Minute, IdleWindow: 30 * time.Second}
-			err := run(ctx, o, tc.in, tc.out)
+			o := &Options{HostFlags: cmdutil.HostFlags{Simulate: 1, IdleWindow: 30 * time.Second}, Interval: time.Second, Window: time.Minute}
+			err := run(ctx, cmdutil.New(), o, tc.in, tc.out)
 			if err == nil || !strings.Contains(err.Error(), "top is interactive and needs a terminal, but "+tc.not) ||
 				!strings.Contains(err.Error(), "`vram watch`") || !strings.Contains(err.Error(), "--frame N") {
 				t.Errorf("error %v", err)
@@ -232,7 +235,7 @@ func TestNeedsATerminal(t *testing.T) {
 			}
 		})
 	}
-	if err := needTerminal(strings.NewReader(""), os.Stdout); isTerminal(os.Stdout) && (err == nil || !strings.Contains(err.Error(), "but stdin is not a terminal;")) {
+	if err := needTerminal(cmdutil.IsTerminal, strings.NewReader(""), os.Stdout); cmdutil.IsTerminal(os.Stdout) && (err == nil || !strings.Contains(err.Error(), "but stdin is not a terminal;")) {
 		t.Errorf("only stdin is not a terminal: %v", err)
 	}
 }

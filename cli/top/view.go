@@ -550,7 +550,7 @@ func (m Model) windowSpan() string {
 func (m Model) helpLines() []string {
 	sig := "t  SIGTERM the process (asks first)\nk  SIGKILL the process (asks first)"
 	if m.cfg.ReadOnly {
-		sig = "t  SIGTERM: disabled (--readonly)\nk  SIGKILL: disabled (--readonly)"
+		sig = "t  SIGTERM: disabled (--read-only)\nk  SIGKILL: disabled (--read-only)"
 	}
 	text := `↑ ↓ PgUp PgDn Home End   move the selection
 Enter    details of the selected process (Esc goes back)
