@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -265,6 +267,7 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
 	failed := 0
 	live := map[int]bool{}
+	var lists [][]Process
 	for i, d := range s.devs {
 		ds, procs, err := s.sampleDevice(i, d, now)
 		if err != nil {
@@ -276,7 +279,7 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 			live[int(p.PID)] = true
 		}
 		snap.Devices = append(snap.Devices, ds)
-		snap.Processes = append(snap.Processes, procs...)
+		lists = append(lists, procs)
 	}
 	if failed > 0 && failed == len(s.devs) {
 		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
@@ -284,20 +287,38 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	if s.cache != nil {
 		s.cache.prune(now, live)
 	}
-	// (Memory, PID, Device) orders processes totally; the comparison
-	// reads them in place, since a Process is a large struct.
-	sort.SliceStable(snap.Processes, func(a, b int) bool {
-		pa, pb := &snap.Processes[a], &snap.Processes[b]
-		if pa.Memory != pb.Memory {
-			return pa.Memory > pb.Memory
-		}
-		if pa.PID != pb.PID {
-			return pa.PID < pb.PID
-		}
-		return pa.Device < pb.Device
-	})
+	snap.Processes = sortedProcesses(lists)
 	s.sampled = true
 	return snap, nil
+}
+
+// sortedProcesses joins the devices' process lists into one, ordered by
+// memory, largest first, then PID and device: a total order. A Process is
+// a large struct, so the sort moves pointers and each process is copied
+// once, into place: sorting the structs themselves cost several times the
+// rest of a sample at 1,600 processes.
+func sortedProcesses(lists [][]Process) []Process {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	ptrs := make([]*Process, 0, n)
+	for _, l := range lists {
+		for i := range l {
+			ptrs = append(ptrs, &l[i])
+		}
+	}
+	slices.SortFunc(ptrs, func(a, b *Process) int {
+		return cmp.Or(cmp.Compare(b.Memory, a.Memory), cmp.Compare(a.PID, b.PID), cmp.Compare(a.Device, b.Device))
+	})
+	out := make([]Process, len(ptrs))
+	for i, p := range ptrs {
+		out[i] = *p
+	}
+	return out
 }
 
 func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
