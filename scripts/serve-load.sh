@@ -63,6 +63,7 @@ FuzzParseConfig ./serve 700000
 FuzzParseHistory ./serve/api 1500000
 FuzzParseGPUAndPID ./serve/api 2000000
 FuzzDecodeSignal ./serve/api 300000
+FuzzAppendState ./serve/api 300000
 FuzzHandler ./serve/api 400000
 FuzzDecode ./serve/alert 350000
 FuzzParse ./policy 650000
