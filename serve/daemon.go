@@ -26,6 +26,7 @@ import (
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/metrics"
 	"github.com/vramhq/vram/serve/store"
+	"github.com/vramhq/vram/serve/workload"
 )
 
 // Defaults of Options.
@@ -102,7 +103,7 @@ type Options struct {
 	XidHold time.Duration
 	// Workload names a process's pod, namespace and container (package
 	// serve/workload); nil: none.
-	Workload func(gpu.Process) metrics.Workload
+	Workload func(gpu.Process) workload.Workload
 	// Detector configures the leak detectors (zero: DetectorConfig()).
 	Detector detect.Config
 	// Recent, VerdictEvery and MaxVerdicts: see their defaults.
