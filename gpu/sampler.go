@@ -175,13 +175,16 @@ type SamplerOptions struct {
 // Sampler samples a Host. It keeps the history classification needs, so
 // use one Sampler per monitor loop. It is not safe for concurrent use.
 type Sampler struct {
-	host    Host
-	opts    SamplerOptions
-	all     []Identity
-	devs    []Device // selected, in order
-	ids     []Identity
-	cache   *procCache
-	idle    []*idleState // per selected device
+	host  Host
+	opts  SamplerOptions
+	all   []Identity
+	devs  []Device // selected, in order
+	ids   []Identity
+	cache *procCache
+	idle  []*idleState // per selected device
+	// Per selected device, the last sample's process list, reused: Sample
+	// copies the lists into its snapshot.
+	scratch [][]Process
 	sampled bool
 }
 
@@ -347,7 +350,10 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 	util, method := idle.processUtilization(d, now)
 	ds.IdleMethod = method
 
-	procs := make([]Process, 0, len(list))
+	if s.scratch == nil {
+		s.scratch = make([][]Process, len(s.devs))
+	}
+	procs := s.scratch[i][:0]
 	for _, dp := range list {
 		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
 		ds.ProcessMemory += dp.Memory
@@ -363,6 +369,7 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		procs = append(procs, p)
 	}
 	idle.forget(list)
+	s.scratch[i] = procs
 	if ds.Memory.Used > ds.ProcessMemory {
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
 	}
