@@ -8,7 +8,7 @@
 (function () {
   'use strict';
 
-  var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB, TiB = 1024 * GiB;
+  var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
   var LIVE_WINDOW_MS = 10 * 60 * 1000;   // the GPU cards' live charts
   var HIST_POINTS = 400;                 // buckets asked for per history request
   var ROW_LIMIT = 200;                   // process rows shown until "show all"
@@ -33,16 +33,21 @@
   // ---- formatting ------------------------------------------------------------
 
   // bytes writes a size as vram's other commands do (units.FormatBytes):
-  // the unit picked by size, two decimals above bytes.
-  var UNITS = [[TiB, ' TiB'], [GiB, ' GiB'], [MiB, ' MiB'], [KiB, ' KiB']];
+  // the unit picked by size, two decimals above bytes, and a value that
+  // rounds to 1024.00 of a unit written as 1.00 of the next.
+  var UNITS = [' KiB', ' MiB', ' GiB', ' TiB', ' PiB', ' EiB'];
   function bytes(b) {
     b = num(b, null);
     if (b === null || b < 0) return 'n/a';
     b = Math.floor(b); // as a Go uint64 conversion: the history's means are fractional
-    for (var i = 0; i < UNITS.length; i++) {
-      if (b >= UNITS[i][0]) return fixed2(b / UNITS[i][0]) + UNITS[i][1];
+    if (b < 1024) return b + ' B';
+    var f = b / 1024, i = 0;
+    while (f >= 1024 && i < UNITS.length - 1) { f /= 1024; i++; }
+    for (;; i++) {
+      var s = fixed2(f);
+      if (i === UNITS.length - 1 || s !== '1024.00') return s + UNITS[i];
+      f /= 1024;
     }
-    return b + ' B';
   }
   // fixed2 is Go's %.2f of x >= 0. toFixed rounds as Go does except on an
   // exact tie, which it rounds up and Go to even; b / 1024^k is exact, so a
