@@ -14,6 +14,7 @@ type procEntry struct {
 	firstPPID int       // the parent when first seen: reparenting shows as a change
 	det       *ProcDetails
 	detErr    error
+	jupyter   bool // det's command line is a Jupyter kernel's
 }
 
 // procCache caches /proc reads per (PID, start time). Not safe for
@@ -56,7 +57,7 @@ func (c *procCache) details(e *procEntry) (ProcDetails, error) {
 		if err != nil {
 			e.detErr = err
 		} else {
-			e.det = &d
+			e.det, e.jupyter = &d, isJupyter(d.Cmdline)
 		}
 	}
 	if e.detErr != nil {

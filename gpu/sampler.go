@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -179,13 +181,16 @@ type SamplerOptions struct {
 // Sampler samples a Host. It keeps the history classification needs, so
 // use one Sampler per monitor loop. It is not safe for concurrent use.
 type Sampler struct {
-	host    Host
-	opts    SamplerOptions
-	all     []Identity
-	devs    []Device // selected, in order
-	ids     []Identity
-	cache   *procCache
-	idle    []*idleState // per selected device
+	host  Host
+	opts  SamplerOptions
+	all   []Identity
+	devs  []Device // selected, in order
+	ids   []Identity
+	cache *procCache
+	idle  []*idleState // per selected device
+	// Per selected device, the last sample's process list, reused: Sample
+	// copies the lists into its snapshot.
+	scratch [][]Process
 	sampled bool
 }
 
@@ -271,6 +276,7 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
 	failed := 0
 	live := map[int]bool{}
+	var lists [][]Process
 	for i, d := range s.devs {
 		ds, procs, err := s.sampleDevice(i, d, now)
 		if err != nil {
@@ -282,7 +288,7 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 			live[int(p.PID)] = true
 		}
 		snap.Devices = append(snap.Devices, ds)
-		snap.Processes = append(snap.Processes, procs...)
+		lists = append(lists, procs)
 	}
 	if failed > 0 && failed == len(s.devs) {
 		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
@@ -290,20 +296,45 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	if s.cache != nil {
 		s.cache.prune(now, live)
 	}
-	// (Memory, PID, Device) orders processes totally; the comparison
-	// reads them in place, since a Process is a large struct.
-	sort.SliceStable(snap.Processes, func(a, b int) bool {
-		pa, pb := &snap.Processes[a], &snap.Processes[b]
-		if pa.Memory != pb.Memory {
-			return pa.Memory > pb.Memory
-		}
-		if pa.PID != pb.PID {
-			return pa.PID < pb.PID
-		}
-		return pa.Device < pb.Device
-	})
+	snap.Processes = sortedProcesses(lists)
 	s.sampled = true
 	return snap, nil
+}
+
+// sortedProcesses joins the devices' process lists into one, ordered by
+// memory, largest first, then PID and device: a total order. A Process is
+// a large struct, so the sort moves small keys (the order's fields and
+// where the process is) and each process is copied once, into place:
+// sorting the structs themselves cost several times the rest of a sample
+// at 1,600 processes.
+func sortedProcesses(lists [][]Process) []Process {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	type key struct {
+		mem      uint64
+		pid      uint32
+		dev      int32
+		list, at int32
+	}
+	keys := make([]key, 0, n)
+	for li, l := range lists {
+		for i := range l {
+			keys = append(keys, key{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(b.mem, a.mem), cmp.Compare(a.pid, b.pid), cmp.Compare(a.dev, b.dev))
+	})
+	out := make([]Process, len(keys))
+	for i, k := range keys {
+		out[i] = lists[k.list][k.at]
+	}
+	return out
 }
 
 func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
@@ -325,7 +356,10 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 	util, method := idle.processUtilization(d, now)
 	ds.IdleMethod = method
 
-	procs := make([]Process, 0, len(list))
+	if s.scratch == nil {
+		s.scratch = make([][]Process, len(s.devs))
+	}
+	procs := s.scratch[i][:0]
 	for _, dp := range list {
 		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
 		ds.ProcessMemory += dp.Memory
@@ -341,6 +375,7 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		procs = append(procs, p)
 	}
 	idle.forget(list)
+	s.scratch[i] = procs
 	if ds.Memory.Used > ds.ProcessMemory {
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
 	}
@@ -375,7 +410,7 @@ func (s *Sampler) enrich(p *Process, now time.Time) {
 		if len(det.Cmdline) == 0 {
 			p.Flags |= FlagZombie // address space already released: exiting
 		}
-		if isJupyter(det.Cmdline) {
+		if e.jupyter {
 			p.Flags |= FlagJupyter
 		}
 	}

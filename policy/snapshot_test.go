@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 func TestFromSnapshot(t *testing.T) {
@@ -37,5 +38,28 @@ func TestFromSnapshot(t *testing.T) {
 	}
 	if s := FromSnapshot(snap, nil); s.Processes[0].IdleFor != 0 {
 		t.Errorf("without idleFor, IdleFor = %v", s.Processes[0].IdleFor)
+	}
+}
+
+func TestFromProcesses(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	rs := []sample.Process{
+		{GPU: "GPU-1", GPUIndex: 1, PID: 10, Command: "python a.py", Bytes: 8 << 30, IdleFor: time.Minute, PodUID: "pod-1", Flags: gpu.FlagIdle},
+		{GPU: "GPU-0", GPUIndex: 0, PID: 20, Bytes: 4 << 30, ContainerID: "abc", PodUID: "pod-2", Flags: gpu.FlagZombie | gpu.FlagOrphaned},
+		{GPU: "GPU-0", GPUIndex: 0, PID: 10, Bytes: 2 << 30, IdleFor: time.Hour},
+		{GPU: "GPU-2", GPUIndex: 2, PID: 10}, // memory unknown: the record holds 0 bytes
+	}
+	s := FromProcesses(at, rs)
+	want := []Process{
+		{PID: 10, Device: 1, Container: "pod-1", Command: "python a.py", Bytes: 10 << 30, IdleFor: time.Minute},
+		{PID: 20, Device: 0, Container: "abc", Bytes: 4 << 30, Zombie: true, Orphaned: true},
+	}
+	if !s.Time.Equal(at) || len(s.Processes) != len(want) {
+		t.Fatalf("sample = %+v", s)
+	}
+	for i := range want {
+		if s.Processes[i] != want[i] {
+			t.Errorf("process %d = %+v\nwant %+v", i, s.Processes[i], want[i])
+		}
 	}
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vram serve under load and faults: the figures of docs/serve.md, "Load and
-# faults". Builds vram and the measuring tool (serve/load), then runs
+# faults". Builds vram and the measuring tool (internal/cmd/serveload), then runs
 #   load    8 simulated GPUs × 200 processes each, a sample every 100 ms,
 #           history every 10 s, 1 s and 100 ms, DURATION each (default 5m),
 #           with a /metrics scraper every 15 s and one /events stream;
@@ -39,7 +39,7 @@ SEED=${SEED:-$(date +%s)}
 cat "$out/README.md"
 
 go build -o "$out/vram" ./cmd/vram
-go build -o "$out/serve-load" ./serve/load
+go build -o "$out/serve-load" ./internal/cmd/serveload
 
 if [ -n "$PARTS" ]; then
   "$out/serve-load" -bin "$out/vram" -out "$out" -duration "$DURATION" -history "$HISTORY" -kill-history "$KILL_HISTORY" -seed "$SEED" $PARTS
@@ -63,11 +63,12 @@ FuzzParseConfig ./serve 700000
 FuzzParseHistory ./serve/api 1500000
 FuzzParseGPUAndPID ./serve/api 2000000
 FuzzDecodeSignal ./serve/api 300000
+FuzzAppendState ./serve/api 300000
 FuzzHandler ./serve/api 400000
 FuzzDecode ./serve/alert 350000
 FuzzParse ./policy 650000
-FuzzParseGCTrace ./serve/load 100000
-FuzzParseProc ./serve/load 200000
+FuzzParseGCTrace ./internal/cmd/serveload 100000
+FuzzParseProc ./internal/cmd/serveload 200000
 EOF
   cat "$fuzz" >> "$out/summary.md"
 fi

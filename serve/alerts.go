@@ -30,22 +30,7 @@ func (d *Daemon) evaluateAlerts(now time.Time, snap *gpu.Snapshot) []api.Alert {
 		in.Devices = append(in.Devices, dev)
 	}
 	if snap != nil {
-		for _, p := range snap.Processes {
-			ap := alert.Process{GPU: p.DeviceUUID, PID: p.PID, StartTime: p.StartTime, Bytes: p.Memory, Flags: p.Flags}
-			if !p.MemoryKnown {
-				ap.Bytes = 0
-			}
-			switch t := d.procs[keyOf(p)]; {
-			case t == nil:
-				ap.Command = p.DisplayCommand()
-			default:
-				ap.Command = t.display
-				if t.confirmed {
-					ap.Leak, ap.Slope = true, t.verdict.Slope
-				}
-			}
-			in.Processes = append(in.Processes, ap)
-		}
+		in.Processes = d.records
 	}
 	d.transitions(d.engine.Evaluate(in))
 	return d.engine.Firing()

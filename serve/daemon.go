@@ -25,7 +25,9 @@ import (
 	"github.com/vramhq/vram/serve/alert"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/metrics"
+	"github.com/vramhq/vram/serve/sample"
 	"github.com/vramhq/vram/serve/store"
+	"github.com/vramhq/vram/serve/workload"
 )
 
 // Defaults of Options.
@@ -102,7 +104,7 @@ type Options struct {
 	XidHold time.Duration
 	// Workload names a process's pod, namespace and container (package
 	// serve/workload); nil: none.
-	Workload func(gpu.Process) metrics.Workload
+	Workload func(gpu.Process) workload.Workload
 	// Detector configures the leak detectors (zero: DetectorConfig()).
 	Detector detect.Config
 	// Recent, VerdictEvery and MaxVerdicts: see their defaults.
@@ -147,15 +149,23 @@ type Daemon struct {
 	overruns  atomic.Int64 // samples that took longer than the interval
 
 	// Owned by the sampling goroutine.
-	cfg     Config
-	pol     *policy.Policy
-	engine  *alert.Engine
-	devs    []*devTrack
-	procs   map[procKey]*procTrack
-	hist    histAcc
-	lastHW  time.Time // last history write
-	tickNo  uint64
-	enforce *enforcer
+	cfg    Config
+	pol    *policy.Policy
+	engine *alert.Engine
+	devs   []*devTrack
+	procs  map[procKey]*procTrack
+	// The latest sample's records, one per process (record), and their
+	// tracks: tracks[i] is the lifetime of records[i] and of the
+	// snapshot's Processes[i] (nil in the one case a track could not be
+	// made). Both are rebuilt in place at every sample.
+	records       []sample.Process
+	tracks        []*procTrack
+	slopesChanged bool                   // the metrics' leak slopes are out of date
+	names         map[gpu.Flags][]string // flagNames
+	hist          histAcc
+	lastHW        time.Time // last history write
+	tickNo        uint64
+	enforce       *enforcer
 
 	runMu   sync.Mutex
 	running bool
@@ -240,7 +250,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		opts: o, log: o.Logger, now: o.Now, host: o.Opened.Host, sampler: o.Opened.Sampler,
 		ids: o.Opened.Sampler.Devices(), hostname: o.Opened.Hostname, info: info,
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
-		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[procKey]*procTrack{},
+		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[procKey]*procTrack{}, names: map[gpu.Flags][]string{},
 	}
 	d.w = newWriter(st, d.log)
 	d.coll = metrics.New(metrics.Options{Hostname: d.hostname, TopN: o.Config.TopN, Now: o.Now, MaxAge: max(metrics.DefaultMaxAge, 3*o.Config.Interval), Workload: o.Workload})
@@ -466,14 +476,16 @@ func (d *Daemon) tick() {
 		d.sampleErr.Add(1)
 	}
 	d.health(now, snap, err)
+	d.records, d.tracks = d.records[:0], d.tracks[:0]
 	if snap != nil {
 		d.observe(snap)
-		d.judge(now)
+		d.judge(now, snap)
+		d.record(now, snap)
 		d.history(snap)
 	}
 	firing := d.evaluateAlerts(now, snap)
 	if snap != nil && d.pol != nil {
-		d.enforce.step(now, snap, d.pol, d.idleFor)
+		d.enforce.step(now, d.records, d.pol)
 	}
 	d.enforce.kills(now)
 	s := d.buildState(now, snap, firing)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/sample"
 	"github.com/vramhq/vram/serve/store"
 )
 
@@ -83,12 +84,24 @@ func TestHistoryFoldsPeaks(t *testing.T) {
 		return gpu.Process{PID: pid, DeviceUUID: "GPU-a", Memory: mem, MemoryKnown: true, StartTime: start, Flags: f, Cmdline: []string{"x"}}
 	}
 	var h histAcc
+	tracks := map[uint32]*procTrack{}
+	add := func(s *gpu.Snapshot) { // as the daemon does: the records and their tracks
+		var rs []sample.Process
+		var ts []*procTrack
+		for _, p := range s.Processes {
+			if tracks[p.PID] == nil {
+				tracks[p.PID] = &procTrack{}
+			}
+			rs, ts = append(rs, sample.FromGPU(p)), append(ts, tracks[p.PID])
+		}
+		h.add(s.Time, s.Devices, rs, ts)
+	}
 	if _, ok := h.take(); ok {
 		t.Fatal("an empty interval gave a tick")
 	}
-	h.add(snap(0, 50, 40, 10, p(1, 30, 0), p(2, 5, gpu.FlagIdle)))
-	h.add(snap(time.Second, 70, 20, 5, p(1, 60, gpu.FlagOrphaned)))
-	h.add(snap(2*time.Second, 40, 50, 0, p(1, 20, 0), p(3, 7, 0)))
+	add(snap(0, 50, 40, 10, p(1, 30, 0), p(2, 5, gpu.FlagIdle)))
+	add(snap(time.Second, 70, 20, 5, p(1, 60, gpu.FlagOrphaned)))
+	add(snap(2*time.Second, 40, 50, 0, p(1, 20, 0), p(3, 7, 0)))
 	tick, ok := h.take()
 	if !ok {
 		t.Fatal("no tick")
@@ -100,7 +113,7 @@ func TestHistoryFoldsPeaks(t *testing.T) {
 	if len(tick.Devices) != 1 || tick.Devices[0] != want {
 		t.Errorf("devices = %+v, want only GPU-a with its peak %+v", tick.Devices, want)
 	}
-	got := map[uint32]store.ProcessSample{}
+	got := map[uint32]sample.Process{}
 	for _, ps := range tick.Processes {
 		got[ps.PID] = ps
 	}
@@ -109,6 +122,13 @@ func TestHistoryFoldsPeaks(t *testing.T) {
 	}
 	if _, ok := h.take(); ok {
 		t.Error("take did not start a new interval")
+	}
+	// The next interval starts over: each lifetime gets a row of its own.
+	add(snap(3*time.Second, 40, 50, 0, p(1, 10, 0)))
+	add(snap(4*time.Second, 40, 50, 0, p(3, 9, 0), p(1, 15, 0)))
+	tick, _ = h.take()
+	if len(tick.Processes) != 2 || tick.Processes[0].PID != 1 || tick.Processes[0].Bytes != 15 || tick.Processes[1].PID != 3 || tick.Processes[1].Bytes != 9 {
+		t.Errorf("next interval's processes = %+v", tick.Processes)
 	}
 }
 

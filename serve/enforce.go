@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/policy"
 	"github.com/vramhq/vram/proc"
 	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/sample"
 	"github.com/vramhq/vram/serve/store"
 )
 
@@ -156,15 +156,16 @@ type enforcer struct {
 	quota   policy.QuotaState
 }
 
-// step evaluates the policy on one sample and acts on what is new.
-func (e *enforcer) step(now time.Time, snap *gpu.Snapshot, pol *policy.Policy, idleFor func(gpu.Process) time.Duration) {
-	sample := policy.FromSnapshot(snap, idleFor)
-	acts := pol.EvaluateReclaim(sample)
-	q, next := pol.EvaluateQuotas(sample, e.quota)
+// step evaluates the policy on one sample's records and acts on what is
+// new.
+func (e *enforcer) step(now time.Time, records []sample.Process, pol *policy.Policy) {
+	in := policy.FromProcesses(now, records)
+	acts := pol.EvaluateReclaim(in)
+	q, next := pol.EvaluateQuotas(in, e.quota)
 	e.quota = next
 	acts = append(acts, q...)
-	byPID := make(map[int]policy.Process, len(sample.Processes))
-	for _, p := range sample.Processes {
+	byPID := make(map[int]policy.Process, len(in.Processes))
+	for _, p := range in.Processes {
 		byPID[p.PID] = p
 	}
 	cur := make(map[actKey]struct{}, len(acts))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/sample"
 	"github.com/vramhq/vram/serve/store"
 )
 
@@ -17,21 +18,24 @@ import (
 // interval is in the tick; a device whose queries failed at every sample
 // is not. The tick is stamped with the time of its newest sample.
 type histAcc struct {
-	n     int // samples folded
+	gen   uint64 // counts the intervals taken
+	n     int    // samples folded
 	time  time.Time
 	devs  []store.DeviceSample
 	devAt map[string]int
-	procs []store.ProcessSample
-	pAt   map[procKey]int
+	procs []sample.Process
 }
 
-func (h *histAcc) add(snap *gpu.Snapshot) {
+// add folds one sample: its devices, and its records with each one's
+// track (tracks[i] is records[i]'s lifetime, which remembers where it is
+// in the interval; nil: not tracked, a row of its own).
+func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, records []sample.Process, tracks []*procTrack) {
 	if h.devAt == nil {
-		h.devAt, h.pAt = map[string]int{}, map[procKey]int{}
+		h.devAt = map[string]int{}
 	}
 	h.n++
-	h.time = snap.Time
-	for _, ds := range snap.Devices {
+	h.time = at
+	for _, ds := range devices {
 		if ds.Err != nil {
 			continue
 		}
@@ -52,23 +56,17 @@ func (h *histAcc) add(snap *gpu.Snapshot) {
 		s.Used, s.Free, s.Util = max(s.Used, ds.Memory.Used), min(s.Free, ds.Memory.Free), max(s.Util, util)
 		s.Reserved, s.Total = ds.Memory.Reserved, ds.Memory.Total
 	}
-	for _, p := range snap.Processes {
-		bytes := p.Memory
-		if !p.MemoryKnown {
-			bytes = 0
-		}
-		k := keyOf(p)
-		i, ok := h.pAt[k]
-		if !ok {
-			h.pAt[k] = len(h.procs)
-			h.procs = append(h.procs, store.ProcessSample{
-				GPU: p.DeviceUUID, PID: p.PID, StartTime: p.StartTime, User: p.User,
-				Command: p.Command(), Bytes: bytes, Flags: p.Flags,
-			})
+	for i := range records {
+		r, t := &records[i], tracks[i]
+		if t == nil || t.histGen != h.gen+1 {
+			if t != nil {
+				t.histGen, t.histAt = h.gen+1, len(h.procs)
+			}
+			h.procs = append(h.procs, *r)
 			continue
 		}
-		s := &h.procs[i]
-		s.Bytes, s.Flags = max(s.Bytes, bytes), s.Flags|p.Flags
+		s := &h.procs[t.histAt]
+		s.Bytes, s.Flags = max(s.Bytes, r.Bytes), s.Flags|r.Flags
 	}
 }
 
@@ -79,7 +77,7 @@ func (h *histAcc) take() (store.Tick, bool) {
 		return store.Tick{}, false
 	}
 	t := store.Tick{Time: h.time, Devices: h.devs, Processes: h.procs}
-	*h = histAcc{}
+	*h = histAcc{gen: h.gen + 1}
 	return t, true
 }
 
@@ -91,7 +89,7 @@ func (h *histAcc) take() (store.Tick, bool) {
 // push the tick to the next sample, and ticks would drift one sample
 // interval further apart than configured.
 func (d *Daemon) history(snap *gpu.Snapshot) {
-	d.hist.add(snap)
+	d.hist.add(snap.Time, snap.Devices, d.records, d.tracks)
 	if !d.lastHW.IsZero() && snap.Time.Sub(d.lastHW) < d.cfg.HistoryInterval-d.cfg.Interval/2 {
 		return
 	}

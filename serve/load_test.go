@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -149,6 +150,47 @@ func BenchmarkTick(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(len(d.procs)), "processes")
+}
+
+// BenchmarkTickSim is BenchmarkTick on the simulated host of the load
+// runs (docs/serve.md, "Load and faults"): gpu.NewSimProcs with 8 GPUs × 200
+// processes, as vram serve --simulate 8 with VRAM_SIMULATE_PROCS=200 runs
+// it, the sampler included.
+func BenchmarkTickSim(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Interval = 100 * time.Millisecond
+	clk := newClock()
+	sim, err := gpu.NewSimProcs(8, 200, 1, clk.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := gpu.NewSampler(sim, gpu.SamplerOptions{Procs: sim, Now: clk.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := New(context.Background(), Options{
+		Config: cfg, Opened: &gpu.Opened{Host: sim, Sampler: s, Procs: sim, Hostname: "sim"},
+		DB: filepath.Join(b.TempDir(), "h.db"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: clk.Now, NoXid: true, Signaller: &signalRecorder{},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	for range 600 * 10 / 5 { // 10 min at 5 s steps: fills the windows
+		clk.Advance(5 * time.Second)
+		d.tick()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	// The label tells the samples apart from the warm-up's in a profile:
+	// go tool pprof -tagfocus phase=timed.
+	pprof.Do(context.Background(), pprof.Labels("phase", "timed"), func(context.Context) {
+		for range b.N {
+			clk.Advance(100 * time.Millisecond)
+			d.tick()
+		}
+	})
 }
 
 // TestLoad runs the daemon over 8 GPUs × 200 processes at 10 Hz for

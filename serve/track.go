@@ -14,6 +14,7 @@ import (
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/metrics"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 // devTrack is one sampled device.
@@ -58,8 +59,18 @@ type procTrack struct {
 	recent      *ring
 	idleSince   time.Time // zero when not flagged idle
 	seen        uint64    // the tick that last listed it
+	queued      uint64    // the tick that last queued it for a verdict
 	device      int       // NVML index
-	display     string    // the command line as shown (gpu.Printable), read once
+	// The command line as /proc has it and as shown (gpu.Printable), read
+	// once per lifetime.
+	command, display string
+	// leak is the api form of the verdict, made when it is computed; nil
+	// before the first.
+	leak *api.Leak
+	// Where the lifetime is in the history interval in progress: histAt
+	// is its index when histGen is the interval's (histAcc.gen) plus one.
+	histGen uint64
+	histAt  int
 	// recentOut is the last Recent handed to a State and when: at sample
 	// intervals under a second it is rebuilt once a second (a sparkline
 	// needs no more, and at 1,600 processes the copies cost).
@@ -139,19 +150,22 @@ func xidText(xid uint64, at time.Time) string {
 
 // observe feeds the sample to the ring buffers and the detectors, creates
 // the tracks of new process lifetimes and drops those of processes that
-// are gone. A process on a device whose queries failed is kept: its
-// absence says nothing about it.
+// are gone; d.tracks[i] is then the track of snap.Processes[i]. A process
+// on a device whose queries failed is kept: its absence says nothing
+// about it.
 func (d *Daemon) observe(snap *gpu.Snapshot) {
-	failed := map[string]bool{}
+	failed := false
 	for i, ds := range snap.Devices {
 		if ds.Err != nil {
-			failed[ds.UUID] = true
+			failed = true
 			continue
 		}
 		if i < len(d.devs) {
 			d.devs[i].recent.push(ds.Memory.Used)
 		}
 	}
+	d.tracks = d.tracks[:0]
+	seen := 0 // distinct tracks listed
 	for _, p := range snap.Processes {
 		k := keyOf(p)
 		t, ok := d.procs[k]
@@ -165,13 +179,18 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			det, err := detect.New(cfg)
 			if err != nil { // checked in New; a capacity cannot make it fail
 				d.log.Error("leak detector", "err", err)
+				d.tracks = append(d.tracks, nil)
 				continue
 			}
-			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, display: p.DisplayCommand()}
+			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, command: p.Command(), display: p.DisplayCommand()}
 			d.procs[k] = t
 		}
-		t.seen = d.tickNo
-		if p.MemoryKnown {
+		d.tracks = append(d.tracks, t)
+		if t.seen != d.tickNo {
+			t.seen = d.tickNo
+			seen++
+		}
+		if p.MemoryKnown { // unknown memory is no observation
 			t.det.Add(snap.Time, p.Memory)
 			t.recent.push(p.Memory)
 		}
@@ -182,8 +201,22 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			t.idleSince = snap.Time
 		}
 	}
+	if seen == len(d.procs) {
+		return // every track was listed: none is gone
+	}
+	failedGPU := map[string]bool{}
+	if failed {
+		for _, ds := range snap.Devices {
+			if ds.Err != nil {
+				failedGPU[ds.UUID] = true
+			}
+		}
+	}
 	for k, t := range d.procs {
-		if t.seen != d.tickNo && !failed[k.gpu] {
+		if t.seen != d.tickNo && !failedGPU[k.gpu] {
+			if t.confirmed {
+				d.slopesChanged = true
+			}
 			delete(d.procs, k)
 		}
 	}
@@ -191,16 +224,17 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 
 // judge recomputes the leak verdicts that are due, oldest first, at most
 // MaxVerdicts per sample, and hands the confirmed leaks' slopes to the
-// metrics.
-func (d *Daemon) judge(now time.Time) {
+// metrics when they changed.
+func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 	type due struct {
 		k procKey
 		t *procTrack
 	}
 	var todo []due
-	for k, t := range d.procs {
-		if t.seen == d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
-			todo = append(todo, due{k, t})
+	for i, t := range d.tracks {
+		if t != nil && t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
+			t.queued = d.tickNo
+			todo = append(todo, due{keyOf(snap.Processes[i]), t})
 		}
 	}
 	slices.SortFunc(todo, func(a, b due) int {
@@ -211,13 +245,21 @@ func (d *Daemon) judge(now time.Time) {
 	})
 	for _, x := range todo[:min(len(todo), d.opts.MaxVerdicts)] {
 		v := x.t.det.Verdict()
+		was, slope := x.t.confirmed, x.t.verdict.Slope
 		x.t.verdict, x.t.judged, x.t.lastVerdict = v, true, now
-		was := x.t.confirmed
 		x.t.confirmed = x.t.confirm.Update(now, v)
+		x.t.leak = leakOf(x.t)
+		if x.t.confirmed != was || x.t.confirmed && v.Slope != slope {
+			d.slopesChanged = true
+		}
 		if x.t.confirmed && !was {
 			d.log.Info("leak confirmed", "gpu", x.t.device, "pid", x.k.pid, "slope_bytes_per_second", v.Slope, "reason", v.Reason)
 		}
 	}
+	if !d.slopesChanged {
+		return
+	}
+	d.slopesChanged = false
 	slopes := map[metrics.ProcessKey]float64{}
 	for k, t := range d.procs {
 		if t.confirmed {
@@ -227,15 +269,29 @@ func (d *Daemon) judge(now time.Time) {
 	d.coll.SetLeakSlopes(slopes)
 }
 
-// idleFor is how long a process flagged idle has been idle: since the
-// sample that first flagged it, plus the sampler's idle window that the
-// flag needed.
-func (d *Daemon) idleFor(p gpu.Process) time.Duration {
-	t, ok := d.procs[keyOf(p)]
-	if !ok || t.idleSince.IsZero() {
-		return 0
+// record makes the sample's records (d.records) from its processes and
+// their tracks: what the alerts, the history, the policies and the State
+// are derived from.
+func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
+	d.records = d.records[:0]
+	for i, p := range snap.Processes {
+		t := d.tracks[i]
+		if t == nil {
+			d.records = append(d.records, sample.FromGPU(p))
+			continue
+		}
+		r := sample.New(p, t.command, t.display)
+		if !t.idleSince.IsZero() {
+			r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
+		}
+		if t.confirmed {
+			r.Leak, r.Slope = true, t.verdict.Slope
+		}
+		if d.opts.Workload != nil {
+			r.Workload = d.opts.Workload(p)
+		}
+		d.records = append(d.records, r)
 	}
-	return d.now().Sub(t.idleSince) + d.opts.IdleWindow
 }
 
 // leakOf is the api form of a process's verdict; nil before the first one.
@@ -291,26 +347,30 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 	if w := d.w.warning(); w != "" {
 		s.Warnings = append(slices.Clip(s.Warnings), w)
 	}
-	for _, p := range snap.Processes {
-		t := d.procs[keyOf(p)]
+	s.Processes = make([]api.Process, len(d.records))
+	for i := range d.records {
+		r, t := &d.records[i], d.tracks[i]
 		ap := api.Process{
-			GPU: p.DeviceUUID, GPUIndex: p.Device, PID: p.PID, StartTime: p.StartTime, User: p.User,
-			UsedBytes: p.Memory, MemoryKnown: p.MemoryKnown, Flags: p.Flags.Names(),
-			Container: p.Container.ID, Leak: leakOf(t), RecentStep: step, Recent: []uint64{},
-		}
-		if !p.MemoryKnown {
-			ap.UsedBytes = 0
+			GPU: r.GPU, GPUIndex: r.GPUIndex, PID: r.PID, StartTime: r.StartTime, User: r.User, Command: r.Display,
+			UsedBytes: r.Bytes, MemoryKnown: r.MemoryKnown, Flags: d.flagNames(r.Flags), Container: r.ContainerID,
+			Pod: r.Workload.Pod, Namespace: r.Workload.Namespace, ContainerName: r.Workload.Container,
+			RecentStep: step, Recent: []uint64{},
 		}
 		if t != nil {
-			ap.Command, ap.Recent = t.display, t.recentValues(now)
-		} else {
-			ap.Command = p.DisplayCommand()
+			ap.Leak, ap.Recent = t.leak, t.recentValues(now)
 		}
-		if d.opts.Workload != nil {
-			w := d.opts.Workload(p)
-			ap.Pod, ap.Namespace, ap.ContainerName = w.Pod, w.Namespace, w.Container
-		}
-		s.Processes = append(s.Processes, ap)
+		s.Processes[i] = ap
 	}
 	return s
+}
+
+// flagNames is f.Names(), made once per combination of flags and shared by
+// the States, which never modify it.
+func (d *Daemon) flagNames(f gpu.Flags) []string {
+	n, ok := d.names[f]
+	if !ok {
+		n = f.Names()
+		d.names[f] = n
+	}
+	return n
 }

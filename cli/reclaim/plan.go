@@ -91,45 +91,36 @@ type Step struct {
 // returns the selected processes, one per PID, in the snapshot's order
 // (largest memory first).
 func plan(pol *policy.Policy, snap *gpu.Snapshot, self int, canCheck bool, observed time.Duration) []*Candidate {
-	byPID := map[uint32]*Candidate{}
-	var order []uint32
-	merged := map[uint32]*policy.Process{}
-	for _, p := range snap.Processes {
-		bytes := p.Memory
-		if !p.MemoryKnown {
-			bytes = 0
+	// The rules see one process per PID. One flagged idle was idle over
+	// the whole observed window; vram saw nothing before it, so the
+	// kernel's age stands for how long.
+	sample := policy.FromSnapshot(snap, func(p gpu.Process) time.Duration {
+		if !p.StartTime.IsZero() && snap.Time.Sub(p.StartTime) > observed {
+			return snap.Time.Sub(p.StartTime)
 		}
+		return observed
+	})
+	merged := make(map[uint32]policy.Process, len(sample.Processes))
+	for _, p := range sample.Processes {
+		merged[uint32(p.PID)] = p
+	}
+	byPID := map[uint32]*Candidate{}
+	for _, p := range snap.Processes {
 		if c, ok := byPID[p.PID]; ok {
 			c.GPUs = sortedDevices(append(c.GPUs, p.Device))
-			c.Bytes += bytes
-			merged[p.PID].Bytes += bytes
 			continue
 		}
 		c := &Candidate{
-			PID: int(p.PID), GPUs: []int{p.Device}, Bytes: bytes, User: p.User, Command: p.Command(),
+			PID: int(p.PID), GPUs: []int{p.Device}, Bytes: merged[p.PID].Bytes, User: p.User, Command: p.Command(),
 			PPID: p.PPID, State: p.State, AgeSeconds: -1, Flags: p.Flags.Names(), display: p.DisplayCommand(),
 			identity: proc.Identity{PID: int(p.PID), StartTime: p.StartTime},
 		}
-		pp := new(policy.FromGPU(p))
 		if !p.StartTime.IsZero() {
 			t := p.StartTime
 			c.StartTime = &t
 			c.AgeSeconds = snap.Time.Sub(t).Seconds()
 		}
-		if p.Flags&gpu.FlagIdle != 0 {
-			// Idle over the whole observed window; vram saw nothing
-			// before it, so the kernel's age stands for how long.
-			pp.IdleFor = observed
-			if age := pp.Age(snap.Time); age > observed {
-				pp.IdleFor = age
-			}
-		}
-		byPID[p.PID], merged[p.PID] = c, pp
-		order = append(order, p.PID)
-	}
-	sample := policy.Sample{Time: snap.Time}
-	for _, pid := range order {
-		sample.Processes = append(sample.Processes, *merged[pid])
+		byPID[p.PID] = c
 	}
 	var out []*Candidate
 	for _, a := range pol.EvaluateReclaim(sample) {

@@ -46,7 +46,6 @@ import (
 	"github.com/vramhq/vram/serve/alert"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/dashboard"
-	"github.com/vramhq/vram/serve/metrics"
 	"github.com/vramhq/vram/serve/store"
 	"github.com/vramhq/vram/serve/workload"
 )
@@ -238,10 +237,7 @@ func Run(ctx context.Context, f *cmdutil.Factory, o *Options, intervalSet bool, 
 	}
 	dopts := serve.Options{Config: p.cfg, Flags: p.flags, Opened: op, DB: o.DB, Logger: log, IdleWindow: serve.DefaultIdleWindow}
 	if wl != nil {
-		dopts.Workload = func(gp gpu.Process) metrics.Workload {
-			w := wl.Lookup(gp)
-			return metrics.Workload{Pod: w.Pod, Namespace: w.Namespace, Container: w.Container}
-		}
+		dopts.Workload = wl.Lookup
 	}
 	d, err := serve.New(ctx, dopts)
 	if err != nil {

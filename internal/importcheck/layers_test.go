@@ -26,10 +26,6 @@ var (
 	// (of the deployment files and of the scripts).
 	other    = []string{"internal/...", "deploy/...", "scripts/..."}
 	programs = []string{"cmd/...", "internal/cmd/..."}
-	// misplaced lists the programs that still live outside cmd/ and
-	// internal/cmd/: the daemon's load harness. The test fails once one of
-	// them has moved, so that the entry is removed with the move.
-	misplaced = []string{"serve/load"}
 )
 
 // rule forbids the packages matching from to depend on those matching
@@ -89,11 +85,8 @@ func violations(pkgs []pkg) []string {
 		if !matchAny(library, from) && !matchAny(command, from) && !matchAny(other, from) {
 			out = append(out, fmt.Sprintf("%s is in no layer: add it to the README's package layout and to this test", from))
 		}
-		switch {
-		case p.Name == "main" && !matchAny(programs, from) && !slices.Contains(misplaced, from):
+		if p.Name == "main" && !matchAny(programs, from) {
 			out = append(out, fmt.Sprintf("%s is a program (package main): programs live under cmd/ or internal/cmd/", from))
-		case p.Name != "main" && slices.Contains(misplaced, from):
-			out = append(out, fmt.Sprintf("%s is no longer a program: remove it from the misplaced programs of this test", from))
 		}
 		for _, r := range rules {
 			if !matchAny(r.from, from) {
@@ -227,9 +220,8 @@ func TestViolations(t *testing.T) {
 		{"a program inside a library folder", pkg{ImportPath: m("detect/internal/confusion"), Name: "main"},
 			[]string{"detect/internal/confusion is a program (package main): programs live under cmd/ or internal/cmd/"}},
 		{"allowed: a program under internal/cmd", pkg{ImportPath: m("internal/cmd/confusion"), Name: "main", Deps: []string{m("detect")}}, nil},
-		{"allowed: a program still misplaced", pkg{ImportPath: m("serve/load"), Name: "main"}, nil},
-		{"a misplaced program that has moved", pkg{ImportPath: m("serve/load"), Name: "load"},
-			[]string{"serve/load is no longer a program: remove it from the misplaced programs of this test"}},
+		{"the load harness back in serve", pkg{ImportPath: m("serve/load"), Name: "main"},
+			[]string{"serve/load is a program (package main): programs live under cmd/ or internal/cmd/"}},
 		{"a package in no layer", pkg{ImportPath: m("misc")},
 			[]string{"misc is in no layer: add it to the README's package layout and to this test"}},
 	}

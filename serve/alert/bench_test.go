@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 // BenchmarkEvaluate: one sample of a busy node (8 GPUs, 200 processes each)
@@ -35,8 +36,8 @@ func benchmarkEvaluate(b *testing.B, firing bool) {
 		}
 		in.Devices = append(in.Devices, d)
 		for j := range 200 {
-			p := Process{GPU: d.UUID, PID: uint32(1000 + 200*i + j), StartTime: t0.Add(-time.Duration(j) * time.Minute),
-				Command: "python -m torch.distributed.run --nproc-per-node 8 train.py --config big.yaml", Bytes: 300 << 20}
+			p := sample.Process{GPU: d.UUID, PID: uint32(1000 + 200*i + j), StartTime: t0.Add(-time.Duration(j) * time.Minute),
+				Display: "python -m torch.distributed.run --nproc-per-node 8 train.py --config big.yaml", Bytes: 300 << 20}
 			switch {
 			case !firing:
 			case j == 7:

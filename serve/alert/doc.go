@@ -11,10 +11,11 @@
 //
 // The daemon calls them in that order: Decode at start and at each reload,
 // Engine.Evaluate once per sample (every second by default), Notifier.Notify
-// with what Evaluate returned, and the store with the same alerts. The
-// package knows nothing of the daemon: Input, Device and Process are its own
-// small types, and alerts are serve/api's Alert, the type the JSON API, the
-// store and the dashboard already speak.
+// with what Evaluate returned, and the store with the same alerts. Its
+// input is the daemon's sample: Device is its own small type, a process is
+// the daemon's record of it (serve/sample.Process, whose Display, Bytes,
+// Flags, Leak and Slope the rules read), and alerts are serve/api's Alert,
+// the type the JSON API, the store and the dashboard already speak.
 //
 // # Rules and instances
 //

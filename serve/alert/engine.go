@@ -14,13 +14,14 @@ import (
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 // Input is one sample of the node, as the daemon hands it to Evaluate.
 type Input struct {
 	Time      time.Time
 	Devices   []Device
-	Processes []Process
+	Processes []sample.Process // the daemon's records of the sample
 }
 
 // Device is one GPU in an Input. Sizes are bytes. Total is 0 when the
@@ -34,18 +35,6 @@ type Device struct {
 	Unattributed uint64 // used by no listed process
 	Healthy      bool
 	Error        string // why it is not healthy
-}
-
-// Process is one process on one GPU in an Input.
-type Process struct {
-	GPU       string // the GPU's UUID
-	PID       uint32
-	StartTime time.Time // with GPU and PID, the process's identity
-	Command   string
-	Bytes     uint64
-	Flags     gpu.Flags
-	Leak      bool    // the leak detector's verdict is "leak"
-	Slope     float64 // the detector's growth estimate, bytes per second
 }
 
 // Engine turns samples into alert transitions. It holds, for every rule and
@@ -315,7 +304,7 @@ func (e *Engine) Firing() []api.Alert {
 type observation struct {
 	key     key
 	dev     *Device
-	proc    *Process
+	proc    *sample.Process
 	unknown bool // no figures this sample: a pending instance starts over, a firing one stays
 	holds   bool // the condition holds
 }
@@ -398,7 +387,7 @@ func (o *observation) messages(rule *Rule, devs map[string]*Device) messages {
 	if d := devs[p.GPU]; d != nil {
 		m.gpuIndex, on = d.Index, fmt.Sprintf("GPU %d", d.Index)
 	}
-	m.subject = fmt.Sprintf("process %d (%s) on %s", p.PID, command(p.Command), on)
+	m.subject = fmt.Sprintf("process %d (%s) on %s", p.PID, command(p.Display), on)
 	held := units.FormatBytes(p.Bytes)
 	switch rule.When {
 	case WhenLeak:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 const gib = 1 << 30
@@ -23,16 +24,16 @@ func h200(i int, used uint64) Device {
 
 var started = t0.Add(-time.Hour)
 
-func proc(gpuIndex int, pid uint32, bytes uint64) Process {
-	return Process{GPU: fmt.Sprintf("GPU-%d", gpuIndex), PID: pid, StartTime: started, Command: "python train.py", Bytes: bytes}
+func proc(gpuIndex int, pid uint32, bytes uint64) sample.Process {
+	return sample.Process{GPU: fmt.Sprintf("GPU-%d", gpuIndex), PID: pid, StartTime: started, Display: "python train.py", Bytes: bytes}
 }
 
-func leaking(p Process, slope float64) Process {
+func leaking(p sample.Process, slope float64) sample.Process {
 	p.Leak, p.Slope = true, slope
 	return p
 }
 
-func flagged(p Process, f gpu.Flags) Process {
+func flagged(p sample.Process, f gpu.Flags) sample.Process {
 	p.Flags = f
 	return p
 }
@@ -42,7 +43,7 @@ func flagged(p Process, f gpu.Flags) Process {
 type step struct {
 	at   time.Duration // since t0
 	devs []Device
-	proc []Process
+	proc []sample.Process
 	want []string
 }
 
@@ -134,32 +135,32 @@ func TestEngine(t *testing.T) {
 				"resolved full warning GPU-1: GPU 1 (NVIDIA H200) is no longer in the sample"}},
 		}},
 		{"leak: slope threshold, process exit", []Rule{{Name: "leak", When: WhenLeak, Severity: SeverityCritical, MinSlope: 1 << 20}}, []step{
-			{0, []Device{h200(0, 0)}, []Process{leaking(proc(0, 7, 10*gib), 512<<10), proc(0, 8, gib)}, nil},
-			{time.Second, []Device{h200(0, 0)}, []Process{leaking(proc(0, 7, 10*gib), 3<<20), proc(0, 8, gib)}, []string{
+			{0, []Device{h200(0, 0)}, []sample.Process{leaking(proc(0, 7, 10*gib), 512<<10), proc(0, 8, gib)}, nil},
+			{time.Second, []Device{h200(0, 0)}, []sample.Process{leaking(proc(0, 7, 10*gib), 3<<20), proc(0, 8, gib)}, []string{
 				"firing leak critical GPU-0 pid 7: process 7 (python train.py) on GPU 0 is leaking: grows 3.00 MiB/s, holds 10.00 GiB"}},
-			{2 * time.Second, []Device{h200(0, 0)}, []Process{leaking(proc(0, 7, 11*gib), 2<<20)}, nil},
+			{2 * time.Second, []Device{h200(0, 0)}, []sample.Process{leaking(proc(0, 7, 11*gib), 2<<20)}, nil},
 			{3 * time.Second, []Device{h200(0, 0)}, nil, []string{
 				"resolved leak critical GPU-0 pid 7: process 7 (python train.py) on GPU 0 is no longer listed on the GPU (it exited or released its memory)"}},
 		}},
 		{"leak: the verdict changes", []Rule{{Name: "leak", When: WhenLeak}}, []step{
-			{0, nil, []Process{leaking(proc(0, 7, 10*gib), 100)}, []string{
+			{0, nil, []sample.Process{leaking(proc(0, 7, 10*gib), 100)}, []string{
 				"firing leak warning GPU-0 pid 7: process 7 (python train.py) on GPU GPU-0 is leaking: grows 100 B/s, holds 10.00 GiB"}},
-			{time.Second, nil, []Process{proc(0, 7, 10*gib)}, []string{
+			{time.Second, nil, []sample.Process{proc(0, 7, 10*gib)}, []string{
 				"resolved leak warning GPU-0 pid 7: process 7 (python train.py) on GPU GPU-0 is no longer leaking (holds 10.00 GiB)"}},
 		}},
 		{"a reused PID is another process", []Rule{{Name: "leak", When: WhenLeak}}, []step{
-			{0, []Device{h200(0, 0)}, []Process{leaking(proc(0, 7, gib), 1<<20)}, []string{
+			{0, []Device{h200(0, 0)}, []sample.Process{leaking(proc(0, 7, gib), 1<<20)}, []string{
 				"firing leak warning GPU-0 pid 7: process 7 (python train.py) on GPU 0 is leaking: grows 1.00 MiB/s, holds 1.00 GiB"}},
-			{time.Second, []Device{h200(0, 0)}, []Process{func() Process {
+			{time.Second, []Device{h200(0, 0)}, []sample.Process{func() sample.Process {
 				p := leaking(proc(0, 7, 2*gib), 1<<20)
-				p.StartTime, p.Command = t0, "python serve.py"
+				p.StartTime, p.Display = t0, "python serve.py"
 				return p
 			}()}, []string{
 				"resolved leak warning GPU-0 pid 7: process 7 (python train.py) on GPU 0 is no longer listed on the GPU (it exited or released its memory)",
 				"firing leak warning GPU-0 pid 7: process 7 (python serve.py) on GPU 0 is leaking: grows 1.00 MiB/s, holds 2.00 GiB"}},
 		}},
 		{"orphan_holding", []Rule{{Name: "orphans", When: WhenOrphanHolding, Severity: SeverityCritical, MinBytes: gib}}, []step{
-			{0, []Device{h200(0, 0), h200(1, 0)}, []Process{
+			{0, []Device{h200(0, 0), h200(1, 0)}, []sample.Process{
 				flagged(proc(1, 9, 3*gib), gpu.FlagOrphaned),
 				flagged(proc(0, 10, gib/2), gpu.FlagZombie), // under min_bytes
 				flagged(proc(0, 11, 2*gib), gpu.FlagNoSuchProcess|gpu.FlagZombie),
@@ -167,7 +168,7 @@ func TestEngine(t *testing.T) {
 			}, []string{
 				"firing orphans critical GPU-0 pid 11: process 11 (python train.py) on GPU 0 is gone from /proc, is a zombie and holds 2.00 GiB",
 				"firing orphans critical GPU-1 pid 9: process 9 (python train.py) on GPU 1 is orphaned and holds 3.00 GiB"}},
-			{time.Second, []Device{h200(0, 0), h200(1, 0)}, []Process{
+			{time.Second, []Device{h200(0, 0), h200(1, 0)}, []sample.Process{
 				proc(1, 9, 3*gib),
 				flagged(proc(0, 11, gib/2), gpu.FlagNoSuchProcess),
 			}, []string{
@@ -175,9 +176,9 @@ func TestEngine(t *testing.T) {
 				"resolved orphans critical GPU-1 pid 9: process 9 (python train.py) on GPU 1 is no longer orphaned (holds 3.00 GiB)"}},
 		}},
 		{"orphan_holding without min_bytes needs some memory", []Rule{{Name: "orphans", When: WhenOrphanHolding}}, []step{
-			{0, nil, []Process{flagged(proc(0, 9, 0), gpu.FlagOrphaned), flagged(proc(0, 10, 1), gpu.FlagOrphaned)}, []string{
+			{0, nil, []sample.Process{flagged(proc(0, 9, 0), gpu.FlagOrphaned), flagged(proc(0, 10, 1), gpu.FlagOrphaned)}, []string{
 				"firing orphans warning GPU-0 pid 10: process 10 (python train.py) on GPU GPU-0 is orphaned and holds 1 B"}},
-			{time.Second, nil, []Process{flagged(proc(0, 10, 0), gpu.FlagOrphaned)}, []string{
+			{time.Second, nil, []sample.Process{flagged(proc(0, 10, 0), gpu.FlagOrphaned)}, []string{
 				"resolved orphans warning GPU-0 pid 10: process 10 (python train.py) on GPU GPU-0 no longer holds GPU memory"}},
 		}},
 		{"unattributed_above", []Rule{{Name: "unattributed", When: WhenUnattributedAbove, MinBytes: 2 * gib, For: 2 * time.Minute}}, []step{
@@ -198,7 +199,7 @@ func TestEngine(t *testing.T) {
 			{Name: "z-orphans", When: WhenOrphanHolding},
 			{Name: "a-full", When: WhenUsedAbove, Percent: 50},
 		}, []step{
-			{0, []Device{h200(1, 60*gib), h200(0, 60*gib)}, []Process{
+			{0, []Device{h200(1, 60*gib), h200(0, 60*gib)}, []sample.Process{
 				flagged(proc(1, 3, gib), gpu.FlagOrphaned),
 				flagged(proc(0, 5, gib), gpu.FlagOrphaned),
 				flagged(proc(0, 4, gib), gpu.FlagOrphaned),
@@ -210,11 +211,11 @@ func TestEngine(t *testing.T) {
 				"firing a-full warning GPU-1: GPU 1 (NVIDIA H200): 60% used (60.00 GiB of 100.00 GiB)"}},
 		}},
 		{"a process listed twice counts once", []Rule{{Name: "leak", When: WhenLeak}}, []step{
-			{0, nil, []Process{leaking(proc(0, 7, gib), 10), leaking(proc(0, 7, gib), 10)}, []string{
+			{0, nil, []sample.Process{leaking(proc(0, 7, gib), 10), leaking(proc(0, 7, gib), 10)}, []string{
 				"firing leak warning GPU-0 pid 7: process 7 (python train.py) on GPU GPU-0 is leaking: grows 10 B/s, holds 1.00 GiB"}},
 		}},
 		{"a rule of unknown condition never fires", []Rule{{Name: "x", When: "hot"}}, []step{
-			{0, []Device{{Index: 0, UUID: "GPU-0"}}, []Process{leaking(proc(0, 7, gib), 10)}, nil},
+			{0, []Device{{Index: 0, UUID: "GPU-0"}}, []sample.Process{leaking(proc(0, 7, gib), 10)}, nil},
 		}},
 	}
 	for _, tc := range tests {
@@ -233,9 +234,9 @@ func TestFiring(t *testing.T) {
 		t.Fatalf("Firing before any sample = %v", f)
 	}
 	p := leaking(proc(0, 7, gib), 1<<20)
-	e.Evaluate(Input{Time: t0, Devices: []Device{h200(0, 95*gib)}, Processes: []Process{p}})
-	e.Evaluate(Input{Time: t0.Add(time.Minute), Devices: []Device{h200(0, 96*gib)}, Processes: []Process{p}})
-	e.Evaluate(Input{Time: t0.Add(3 * time.Minute), Devices: []Device{h200(0, 97*gib)}, Processes: []Process{p}})
+	e.Evaluate(Input{Time: t0, Devices: []Device{h200(0, 95*gib)}, Processes: []sample.Process{p}})
+	e.Evaluate(Input{Time: t0.Add(time.Minute), Devices: []Device{h200(0, 96*gib)}, Processes: []sample.Process{p}})
+	e.Evaluate(Input{Time: t0.Add(3 * time.Minute), Devices: []Device{h200(0, 97*gib)}, Processes: []sample.Process{p}})
 	f := e.Firing()
 	if len(f) != 2 {
 		t.Fatalf("Firing = %v", f)
@@ -262,7 +263,7 @@ func TestSetRules(t *testing.T) {
 	e := NewEngine([]Rule{full, leak, unhealthy})
 	sick := Device{Index: 1, UUID: "GPU-1", Name: "NVIDIA H200", Error: "Xid 48"}
 	devs := []Device{h200(0, 95*gib), sick}
-	procs := []Process{leaking(proc(0, 7, gib), 100)}
+	procs := []sample.Process{leaking(proc(0, 7, gib), 100)}
 	run(t, e, []step{{0, devs, procs, []string{
 		"firing leak warning GPU-0 pid 7: process 7 (python train.py) on GPU 0 is leaking: grows 100 B/s, holds 1.00 GiB",
 		"firing unhealthy warning GPU-1: GPU 1 (NVIDIA H200) is unhealthy: Xid 48"}}})
@@ -333,7 +334,7 @@ func TestMessageHelpers(t *testing.T) {
 func TestEvaluateDeterministic(t *testing.T) {
 	rules := []Rule{{Name: "orphans", When: WhenOrphanHolding}, {Name: "full", When: WhenUsedAbove, Percent: 1}}
 	var devs []Device
-	var procs []Process
+	var procs []sample.Process
 	for i := range 8 {
 		devs = append(devs, h200(i, 50*gib))
 		for pid := range 20 {

@@ -15,6 +15,7 @@ import (
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/alert"
 	"github.com/vramhq/vram/serve/api"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 // The daemon's loop, on a fake timeline: one rule that waits five minutes,
@@ -32,8 +33,8 @@ func ExampleEngine() {
 			Devices: []alert.Device{{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200", Total: 140 * gib, Used: used, Healthy: true}},
 		}
 		if orphan {
-			in.Processes = []alert.Process{{GPU: "GPU-0", PID: 4242, StartTime: t0.Add(-time.Hour),
-				Command: "python train.py", Bytes: 12 * gib, Flags: gpu.FlagOrphaned}}
+			in.Processes = []sample.Process{{GPU: "GPU-0", PID: 4242, StartTime: t0.Add(-time.Hour),
+				Display: "python train.py", Bytes: 12 * gib, Flags: gpu.FlagOrphaned}}
 		}
 		return in
 	}

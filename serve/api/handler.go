@@ -317,6 +317,11 @@ func (h *handler) writeError(w http.ResponseWriter, e *Error) {
 // failure can still become a 500.
 func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
+	h.writeEncoded(w, status, b, err)
+}
+
+// writeEncoded writes a document encoded already; err is the encoder's.
+func (h *handler) writeEncoded(w http.ResponseWriter, status int, b []byte, err error) {
 	if err != nil {
 		h.log.Error("api: encoding a response", "err", err)
 		status = http.StatusInternalServerError
@@ -472,7 +477,8 @@ func (h *handler) getState(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errNoSample
 	}
-	h.writeJSON(w, http.StatusOK, toWire(s))
+	b, err := marshalState(s)
+	h.writeEncoded(w, http.StatusOK, b, err)
 	return nil
 }
 
@@ -516,11 +522,8 @@ func (h *handler) getProcesses(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	h.writeJSON(w, http.StatusOK, struct {
-		Schema    string        `json:"schema"`
-		Time      time.Time     `json:"time"`
-		Processes []wireProcess `json:"processes"`
-	}{Schema, s.Time, wireProcesses(ps)}) // ProcessesResponse, as written
+	b, err := marshalProcesses(s.Time, ps) // ProcessesResponse, as written
+	h.writeEncoded(w, http.StatusOK, b, err)
 	return nil
 }
 

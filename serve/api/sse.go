@@ -53,7 +53,8 @@ func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 	var last time.Time // when the last state event was written
 	sendState := func(st State) error {
 		last = time.Now()
-		return s.event("state", toWire(h.prepare(st)))
+		data, err := marshalState(h.prepare(st))
+		return s.encoded("state", data, err)
 	}
 	if st, ok := h.b.State(); ok {
 		if err := sendState(st); err != nil {
@@ -136,6 +137,11 @@ type stream struct {
 // raw newline).
 func (s *stream) event(name string, v any) error {
 	data, err := json.Marshal(v)
+	return s.encoded(name, data, err)
+}
+
+// encoded is event with v encoded already; err is the encoder's.
+func (s *stream) encoded(name string, data []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("encoding a %s event: %w", name, err)
 	}

@@ -81,6 +81,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/workload"
 )
 
 // DefaultTopN is how many processes per GPU get their own series.
@@ -103,7 +104,7 @@ type Options struct {
 	// daemon resolves them through the kubelet's pod-resources API). Nil:
 	// pod and namespace are empty and container is the short container ID
 	// from the process's cgroup, or empty outside containers.
-	Workload func(gpu.Process) Workload
+	Workload func(gpu.Process) workload.Workload
 }
 
 // ProcessKey identifies a process on a GPU for SetLeakSlopes.
@@ -116,10 +117,6 @@ type actionKey struct {
 	gpu                    string
 	policy, action, result string
 }
-
-// Workload names where a process runs: a Kubernetes pod, its namespace and
-// the container's name.
-type Workload struct{ Pod, Namespace, Container string }
 
 // Collector is a prometheus.Collector mirroring the latest sample.
 type Collector struct {
@@ -300,7 +297,7 @@ func (c *Collector) collectSnapshot(ch chan<- prometheus.Metric, snap *gpu.Snaps
 }
 
 func (c *Collector) procLabels(dl []string, p gpu.Process) []string {
-	var w Workload
+	var w workload.Workload
 	if c.opts.Workload != nil {
 		w = c.opts.Workload(p)
 	} else {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/vramhq/vram/serve/sample"
 )
 
 // benchTick is one tick of a large node: 8 GPUs, 200 processes on each.
@@ -16,7 +18,7 @@ func benchTick(i int, every time.Duration) Tick {
 		uuid := fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", g)
 		tk.Devices = append(tk.Devices, DeviceSample{UUID: uuid, Model: "NVIDIA H200", Used: 80<<30 + uint64(i%1000)<<20, Reserved: 600 << 20, Free: 60 << 30, Total: 143771 << 20, Util: 50 + i%50})
 		for p := range 200 {
-			tk.Processes = append(tk.Processes, ProcessSample{
+			tk.Processes = append(tk.Processes, sample.Process{
 				GPU: uuid, PID: uint32(10000 + g*1000 + p), StartTime: t0.Add(-time.Duration(p) * time.Minute),
 				User: "researcher", Command: "python -m torch.distributed.run --nproc_per_node 8 train.py --config configs/large.yaml",
 				Bytes: 300<<20 + uint64((i*7+p)%512)<<20,

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/vramhq/vram/serve/sample"
 )
 
 const crashEnv = "VRAM_STORE_CRASH_WRITER"
@@ -21,7 +23,7 @@ func crashTick(i int) Tick {
 		uuid := fmt.Sprintf("GPU-%d", g)
 		tk.Devices = append(tk.Devices, DeviceSample{UUID: uuid, Used: uint64(i), Total: 1 << 40, Util: g})
 		for p := range 25 {
-			tk.Processes = append(tk.Processes, ProcessSample{GPU: uuid, PID: uint32(1000 + p), StartTime: t0, Command: "python worker.py", Bytes: uint64(i)})
+			tk.Processes = append(tk.Processes, sample.Process{GPU: uuid, PID: uint32(1000 + p), StartTime: t0, Command: "python worker.py", Bytes: uint64(i)})
 		}
 	}
 	return tk

@@ -13,7 +13,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 // Defaults of Options.
@@ -64,50 +64,13 @@ type DeviceSample struct {
 	Util                        int // GPU utilization, percent; negative when unknown
 }
 
-// ProcessSample is one process's memory on one GPU at one tick.
-type ProcessSample struct {
-	GPU       string // UUID of the GPU
-	PID       uint32
-	StartTime time.Time // with GPU and PID, identifies the process
-	User      string
-	Command   string
-	Bytes     uint64
-	Flags     gpu.Flags
-}
-
-// Tick is everything one sample writes.
+// Tick is everything one sample writes. Of each process record the
+// store keeps GPU, PID and StartTime (its identity), User and Command
+// (once per lifetime), Bytes and Flags.
 type Tick struct {
 	Time      time.Time
 	Devices   []DeviceSample
-	Processes []ProcessSample
-}
-
-// TickFromSnapshot turns a sampler's snapshot into a Tick. Devices whose
-// queries failed are left out; processes whose memory the driver cannot
-// report are stored with 0 bytes.
-func TickFromSnapshot(s *gpu.Snapshot) Tick {
-	t := Tick{Time: s.Time}
-	for _, d := range s.Devices {
-		if d.Err != nil {
-			continue
-		}
-		util := -1
-		if d.Utilization.Known {
-			util = int(d.Utilization.GPU)
-		}
-		t.Devices = append(t.Devices, DeviceSample{
-			UUID: d.UUID, Model: d.Name,
-			Used: d.Memory.Used, Reserved: d.Memory.Reserved, Free: d.Memory.Free, Total: d.Memory.Total,
-			Util: util,
-		})
-	}
-	for _, p := range s.Processes {
-		t.Processes = append(t.Processes, ProcessSample{
-			GPU: p.DeviceUUID, PID: p.PID, StartTime: p.StartTime,
-			User: p.User, Command: p.Command(), Bytes: p.Memory, Flags: p.Flags,
-		})
-	}
-	return t
+	Processes []sample.Process
 }
 
 // Store is an open history file. Its methods are safe for concurrent use:

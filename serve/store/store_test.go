@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/serve/sample"
 )
 
 var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -36,7 +37,7 @@ func tickAt(at time.Time, used uint64) Tick {
 			{UUID: "GPU-a", Model: "NVIDIA H200", Used: used, Reserved: 500, Free: 10000 - used - 500, Total: 10000, Util: 40},
 			{UUID: "GPU-b", Model: "NVIDIA H200", Used: 1, Reserved: 500, Free: 9499, Total: 10000, Util: -1},
 		},
-		Processes: []ProcessSample{
+		Processes: []sample.Process{
 			{GPU: "GPU-a", PID: 42, StartTime: t0.Add(-time.Hour), User: "ana", Command: "python train.py", Bytes: used / 2, Flags: gpu.FlagIdle},
 			{GPU: "GPU-a", PID: 43, StartTime: t0.Add(-time.Hour), User: "bo", Command: "python serve.py", Bytes: used / 4},
 		},
@@ -113,7 +114,7 @@ func TestPIDReuseIsANewProcess(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, &clock{t0})
 	for i, start := range []time.Time{t0.Add(-time.Hour), t0} {
-		tk := Tick{Time: t0.Add(time.Duration(i) * time.Second), Processes: []ProcessSample{
+		tk := Tick{Time: t0.Add(time.Duration(i) * time.Second), Processes: []sample.Process{
 			{GPU: "GPU-a", PID: 7, StartTime: start, Command: []string{"old", "new"}[i], Bytes: uint64(i + 1)},
 		}}
 		if err := s.WriteTick(ctx, tk); err != nil {
@@ -362,7 +363,9 @@ func TestDefaultPath(t *testing.T) {
 	}
 }
 
-func TestTickFromSnapshot(t *testing.T) {
+// TestWriteSampledRecords writes the records of a simulated sample, as the
+// daemon does, and reads the largest process back.
+func TestWriteSampledRecords(t *testing.T) {
 	c := &clock{t0}
 	sim, err := gpu.NewSim(2, 1, c.now)
 	if err != nil {
@@ -376,9 +379,15 @@ func TestTickFromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk := TickFromSnapshot(snap)
-	if len(tk.Devices) != 2 || len(tk.Processes) != len(snap.Processes) || len(tk.Processes) == 0 {
-		t.Fatalf("tick: %d devices, %d processes", len(tk.Devices), len(tk.Processes))
+	tk := Tick{Time: snap.Time}
+	for _, d := range snap.Devices {
+		tk.Devices = append(tk.Devices, DeviceSample{UUID: d.UUID, Model: d.Name, Used: d.Memory.Used, Free: d.Memory.Free, Total: d.Memory.Total, Util: -1})
+	}
+	for _, p := range snap.Processes {
+		tk.Processes = append(tk.Processes, sample.FromGPU(p))
+	}
+	if len(tk.Processes) == 0 {
+		t.Fatal("the simulated sample has no processes")
 	}
 	s := openTest(t, c)
 	ctx := context.Background()

@@ -42,8 +42,9 @@ const staleRefreshes = 4
 // daemon's container.
 var ErrNoSocket = errors.New("pod-resources socket not found")
 
-// Workload names where a process runs. Its fields are those of
-// metrics.Workload, so the daemon converts with metrics.Workload(w).
+// Workload names where a process runs: a Kubernetes pod, its namespace
+// and the container's name. The daemon's record of a process
+// (serve/sample) and its metrics' labels (serve/metrics) use it.
 type Workload struct{ Pod, Namespace, Container string }
 
 // Options configure a Resolver.

@@ -19,12 +19,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/vramhq/vram/gpu"
-	"github.com/vramhq/vram/serve/metrics"
 )
-
-// The daemon converts with a one-liner; this fails to compile if the two
-// types drift apart.
-var _ = metrics.Workload(Workload{})
 
 const (
 	cid1 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -8,7 +8,7 @@
 (function () {
   'use strict';
 
-  var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB, TiB = 1024 * GiB;
+  var KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
   var LIVE_WINDOW_MS = 10 * 60 * 1000;   // the GPU cards' live charts
   var HIST_POINTS = 400;                 // buckets asked for per history request
   var ROW_LIMIT = 200;                   // process rows shown until "show all"
@@ -33,19 +33,19 @@
   // ---- formatting ------------------------------------------------------------
 
   // bytes writes a size as vram's other commands do (units.FormatBytes):
-  // the unit picked by size, KiB to EiB, two decimals above bytes, and a
-  // value that rounds to 1024.00 of one unit written as 1.00 of the next.
+  // the unit picked by size, two decimals above bytes, and a value that
+  // rounds to 1024.00 of a unit written as 1.00 of the next.
   var UNITS = [' KiB', ' MiB', ' GiB', ' TiB', ' PiB', ' EiB'];
   function bytes(b) {
     b = num(b, null);
     if (b === null || b < 0) return 'n/a';
     b = Math.floor(b); // as a Go uint64 conversion: the history's means are fractional
-    if (b < KiB) return b + ' B';
-    var f = b / KiB, i = 0;
+    if (b < 1024) return b + ' B';
+    var f = b / 1024, i = 0;
     while (f >= 1024 && i < UNITS.length - 1) { f /= 1024; i++; }
     for (;; i++) {
-      var t = fixed2(f);
-      if (i === UNITS.length - 1 || t !== '1024.00') return t + UNITS[i];
+      var s = fixed2(f);
+      if (i === UNITS.length - 1 || s !== '1024.00') return s + UNITS[i];
       f /= 1024;
     }
   }

@@ -4,7 +4,7 @@
 // wait for, and what survives a kill -9.
 //
 //	go build -o /tmp/vram ./cmd/vram
-//	go run ./serve/load -out /tmp/serve-load load crash faults
+//	go run ./internal/cmd/serveload -out /tmp/serve-load load crash faults
 //
 // scripts/serve-load.sh runs the whole set (and the fuzz targets) and
 // docs/serve.md ("Load and faults") has the figures.

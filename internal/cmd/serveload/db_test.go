@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/serve/sample"
 	"github.com/vramhq/vram/serve/store"
 )
 
@@ -22,7 +23,7 @@ func writeTicks(t *testing.T, path string, t0 time.Time, at ...time.Duration) {
 	for _, d := range at {
 		tk := store.Tick{Time: t0.Add(d),
 			Devices:   []store.DeviceSample{{UUID: "GPU-0", Model: "Test", Used: 1 << 30, Total: 80 << 30, Util: -1}},
-			Processes: []store.ProcessSample{{GPU: "GPU-0", PID: 42, StartTime: t0.Add(-time.Hour), User: "u", Command: "python", Bytes: 1 << 30}},
+			Processes: []sample.Process{{GPU: "GPU-0", PID: 42, StartTime: t0.Add(-time.Hour), User: "u", Command: "python", Bytes: 1 << 30}},
 		}
 		if err := st.WriteTick(ctx, tk); err != nil {
 			t.Fatal(err)

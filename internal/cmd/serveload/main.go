@@ -23,7 +23,7 @@ func main() {
 
 func usage(fs *flag.FlagSet) func() {
 	return func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./serve/load [flags] load|crash|faults ...\n\n")
+		fmt.Fprintf(fs.Output(), "usage: go run ./internal/cmd/serveload [flags] load|crash|faults ...\n\n")
 		fmt.Fprintf(fs.Output(), "  load    one run per -history interval, -duration each, with a scraper and an event stream\n")
 		fmt.Fprintf(fs.Output(), "  crash   kill -9 the daemon -kills times at random moments, restart it on the same file, check the ticks\n")
 		fmt.Fprintf(fs.Output(), "  faults  SIGTERM under load, unusable history files, configuration files with mistakes\n")
