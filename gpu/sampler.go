@@ -328,7 +328,13 @@ func sortedProcesses(lists [][]Process) []Process {
 		}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(b.mem, a.mem), cmp.Compare(a.pid, b.pid), cmp.Compare(a.dev, b.dev))
+		switch { // most memory figures differ: the first test decides
+		case a.mem != b.mem:
+			return cmp.Compare(b.mem, a.mem)
+		case a.pid != b.pid:
+			return cmp.Compare(a.pid, b.pid)
+		}
+		return cmp.Compare(a.dev, b.dev)
 	})
 	out := make([]Process, len(keys))
 	for i, k := range keys {
