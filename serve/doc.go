@@ -20,9 +20,9 @@
 //
 // Each sample (every Config.Interval, 1 s by default) goes one way:
 //
-//	gpu.Sampler.Sample ──► health ──► detectors ──► history ──► alerts ──► policies ──► State
-//	     (NVML, /proc)    (Xid too)   (rings)      (fold)      (engine)    (signals)    (atomic swap,
-//	                                                                                     event hub)
+//	gpu.Sampler.Sample ──► health ──► detectors ──► records ──► history ──► alerts ──► policies ──► State
+//	     (NVML, /proc)    (Xid too)   (rings)    (one per     (fold)      (engine)    (signals)    (atomic swap,
+//	                                              process)                                          event hub)
 //
 // The stages, in order:
 //
@@ -47,7 +47,16 @@
 //     A leak is reported once detect.Confirm has seen it called for 15 s;
 //     only confirmed leaks reach the alerts and the slope metric (the
 //     deploy/ alert rules read a positive slope as "leaking").
-//  4. History. The samples of each HistoryInterval (10 s) are folded into
+//  4. Records. One serve/sample.Process per process of the sample, made
+//     from the snapshot and the process lifetime's track (its command
+//     line, read once; how long it has been idle; a confirmed leak and its
+//     slope; its workload). Memory the driver cannot report is 0 bytes in
+//     the record, decided there once. The stages below read the records:
+//     the history folds them, the alert engine evaluates them, the
+//     policies merge them per PID (policy.FromProcesses), and the State's
+//     processes are made from them. Each process lifetime's track is
+//     looked up once per sample.
+//  5. History. The samples of each HistoryInterval (10 s) are folded into
 //     one tick that keeps the peaks (per GPU the highest used memory, per
 //     process the most bytes and every flag it had) and queued to a writer
 //     goroutine that owns the SQLite store (serve/store), so a slow disk
@@ -56,13 +65,13 @@
 //     see serve/store); ticks still queued when the process dies are lost,
 //     at most a few seconds' worth. At a clean stop the interval in
 //     progress is written too.
-//  5. Alerts. The alert engine (serve/alert) evaluates the configuration's
+//  6. Alerts. The alert engine (serve/alert) evaluates the configuration's
 //     rules on the sample; each transition (firing, resolved) is recorded
 //     in the store, handed to the notifier (log and webhooks, which retry
 //     in their own goroutines) and streamed. The engine's state lives in
 //     memory only: at its start the daemon resolves the alerts an earlier
 //     run left firing in the store, so none stays open forever.
-//  6. Policies. The policy file (package policy) is evaluated on the
+//  7. Policies. The policy file (package policy) is evaluated on the
 //     sample: reclaim rules and quotas (with their timers). Each planned
 //     action on a process lifetime is taken and audited once, not again
 //     while the rule keeps planning it. Signals go through package proc,
@@ -75,7 +84,7 @@
 //     checked, the handle probed with signal 0) and only the signal is
 //     held back, so the audit says what a live run would do. Every action, dry or not, is written to the store,
 //     logged, counted in vram_policy_actions_total and streamed.
-//  7. State. The State is published and a "state" event goes to the event
+//  8. State. The State is published and a "state" event goes to the event
 //     hub, which fans events out to subscribers through bounded channels:
 //     a subscriber that falls behind loses events, never blocks the loop.
 //
@@ -99,7 +108,6 @@
 // carries every process with its ring, so at 1,600 processes it is a few MB
 // of JSON; the HTTP layer sends at most one per StatePeriod. Measured on a
 // simulated host of 8 GPUs × 200 processes at 10 samples a second
-// (TestLoad, docs/serve.md): about 7 ms of CPU per sample and 47 MiB of
-// heap once every detector is full. Nothing has been measured on a GPU
-// host yet.
+// (docs/serve.md, "Load and faults"): the CPU figures there; the sample
+// itself (gpu.Sampler) and the leak verdicts are most of it.
 package serve
