@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/jsonstr"
 	"github.com/vramhq/vram/internal/units"
 )
 
@@ -360,7 +360,7 @@ func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(d.Index), 10)
 		b = append(b, `,"uuid":`...)
-		b = appendJSONString(b, d.UUID)
+		b = jsonstr.Append(b, d.UUID)
 		b = appendStatJSON(b, &d.Used)
 		b = append(b, `,"total_bytes":`...)
 		b = strconv.AppendUint(b, d.Total, 10)
@@ -384,7 +384,7 @@ func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
 		b = strconv.AppendInt(b, int64(pr.Device), 10)
 		if pr.User != "" {
 			b = append(b, `,"user":`...)
-			b = appendJSONString(b, pr.User)
+			b = jsonstr.Append(b, pr.User)
 		}
 		if hasCommand(pr) {
 			b = append(b, `,"command":`...)
@@ -397,7 +397,7 @@ func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, name)
+			b = jsonstr.Append(b, name)
 		}
 		b = append(b, "]}"...)
 	}
@@ -434,73 +434,14 @@ func appendJSONCommand(b []byte, p *gpu.Process) []byte {
 			if i > 0 {
 				b = append(b, ' ')
 			}
-			b = appendJSONStringBody(b, a)
+			b = jsonstr.AppendBody(b, a)
 		}
 	} else {
 		b = append(b, '[')
-		b = appendJSONStringBody(b, p.Comm)
+		b = jsonstr.AppendBody(b, p.Comm)
 		b = append(b, ']')
 	}
 	return append(b, '"')
-}
-
-// appendJSONString quotes s as encoding/json does by default: ", \ and
-// control characters escaped (\b \f \n \r \t by name, the others as
-// \u00XX), <, > and & as \u003c \u003e \u0026, invalid UTF-8 as \ufffd,
-// U+2028 and U+2029 as \u2028 and \u2029.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendJSONStringBody(b, s)
-	return append(b, '"')
-}
-
-func appendJSONStringBody(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	done := 0 // s[:done] is in b
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[done:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			done = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[done:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[done:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		done = i
-	}
-	return append(b, s[done:]...)
 }
 
 // appendJSONFloat writes f as encoding/json does: the shortest decimal

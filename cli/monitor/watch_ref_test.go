@@ -218,21 +218,6 @@ func TestWatchPrinterMatchesReference(t *testing.T) {
 	}
 }
 
-func FuzzJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "a<b>&c", "\"\\", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029", "\xff\xfe", "caf\xc3\xa9", "\xe2\x28\xa1", "\xed\xa0\x80"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Errorf("%q: got %s, encoding/json %s", s, got, want)
-		}
-	})
-}
-
 func TestJSONFloat(t *testing.T) {
 	for _, f := range []float64{0, 0.01, 0.015, 1, 1.5, 3600, 1e-7, 1.5e-7, 1e-6, 1e20, 1e21, 1.2345e22, -0.5, -1e-9, math.SmallestNonzeroFloat64, math.MaxFloat64} {
 		want, _ := json.Marshal(f)

@@ -12,7 +12,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/vramhq/vram/internal/jsonstr"
 )
 
 // marshalState is json.Marshal(toWire(s)): the fast encoder where every
@@ -337,55 +338,5 @@ func (e *encoder) process(p *Process) {
 	e.raw("}")
 }
 
-// str is encoding/json's string, HTML-safe as json.Marshal writes it:
-// <, > and & escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and
-// U+2029 escaped.
-func (e *encoder) str(s string) {
-	const hex = "0123456789abcdef"
-	b := append(e.b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	e.b = append(b, '"')
-}
+// str is encoding/json's string, HTML-safe as json.Marshal writes it.
+func (e *encoder) str(s string) { e.b = jsonstr.Append(e.b, s) }
