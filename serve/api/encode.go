@@ -77,31 +77,9 @@ func appendState(b []byte, s State) ([]byte, bool) {
 	e.raw(`,"mutations":`)
 	e.bool(s.Mutations)
 	e.raw(`,"devices":`)
-	if s.Devices == nil {
-		e.raw("null")
-	} else {
-		e.raw("[")
-		for i := range s.Devices {
-			if i > 0 {
-				e.raw(",")
-			}
-			e.device(&s.Devices[i])
-		}
-		e.raw("]")
-	}
+	list(&e, s.Devices, e.device)
 	e.raw(`,"alerts":`)
-	if s.Alerts == nil {
-		e.raw("null")
-	} else {
-		e.raw("[")
-		for i := range s.Alerts {
-			if i > 0 {
-				e.raw(",")
-			}
-			e.alert(&s.Alerts[i])
-		}
-		e.raw("]")
-	}
+	list(&e, s.Alerts, e.alert)
 	if len(s.Warnings) > 0 {
 		e.raw(`,"warnings":`)
 		e.strs(s.Warnings)
@@ -175,31 +153,24 @@ func (e *encoder) timeOrNull(t time.Time) {
 }
 
 func (e *encoder) uints(vs []uint64) {
-	if vs == nil {
-		e.raw("null")
-		return
-	}
-	e.b = append(e.b, '[')
-	for i, v := range vs {
-		if i > 0 {
-			e.b = append(e.b, ',')
-		}
-		e.b = strconv.AppendUint(e.b, v, 10)
-	}
-	e.b = append(e.b, ']')
+	list(e, vs, func(v *uint64) { e.b = strconv.AppendUint(e.b, *v, 10) })
 }
 
-func (e *encoder) strs(vs []string) {
+func (e *encoder) strs(vs []string) { list(e, vs, func(v *string) { e.str(*v) }) }
+
+// list writes vs as a JSON array, each element with elem; a nil slice is
+// null, as encoding/json writes it.
+func list[T any](e *encoder, vs []T, elem func(*T)) {
 	if vs == nil {
 		e.raw("null")
 		return
 	}
 	e.b = append(e.b, '[')
-	for i, v := range vs {
+	for i := range vs {
 		if i > 0 {
 			e.b = append(e.b, ',')
 		}
-		e.str(v)
+		elem(&vs[i])
 	}
 	e.b = append(e.b, ']')
 }
@@ -267,14 +238,10 @@ func (e *encoder) alert(a *Alert) {
 // processes is a []wireProcess, never null: wireProcesses makes one for
 // a nil list too.
 func (e *encoder) processes(ps []Process) {
-	e.b = append(e.b, '[')
-	for i := range ps {
-		if i > 0 {
-			e.b = append(e.b, ',')
-		}
-		e.process(&ps[i])
+	if ps == nil {
+		ps = []Process{}
 	}
-	e.b = append(e.b, ']')
+	list(e, ps, e.process)
 }
 
 // process is a wireProcess: Process's fields in order, start_time last
