@@ -30,7 +30,7 @@ is downloaded):
               output); batch B (default 4), sequence length 256..1024
   kvgen       GPT-2 medium (24 layers, 1024 wide, 16 heads) in fp16, eval,
               greedy model.generate with the KV cache; batch B (default 8),
-              prompt length 32..256, 128..256 new tokens (exactly that many:
+              prompt length 64..768, 8..16 new tokens (exactly that many:
               min_new_tokens = max_new_tokens). One step is one generate
               call; the "loss" is a checksum of the generated tokens (the
               sum of their ids), so equal values mean identical output.
@@ -98,8 +98,10 @@ ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "preinstalled")
 DEFAULT_BATCH = {"gpt2": 8, "resnet": 128, "llama_lora": 4, "kvgen": 8}
 # (smallest, largest) sequence length; kvgen: prompt length and new tokens.
 SEQ_RANGE = {"gpt2": (64, 1024), "llama_lora": (256, 1024)}
-PROMPT_RANGE = (32, 256)
-NEW_TOKENS_RANGE = (128, 256)
+# kvgen: short generate calls (some 0.3 s each on an H200, mostly host time)
+# so that 50 timed calls fit in a run; long prompts make the KV cache large.
+PROMPT_RANGE = (64, 768)
+NEW_TOKENS_RANGE = (8, 16)
 EXIT_FAILED, EXIT_OOM = 1, 3
 
 torch = None  # imported in main(), after the environment is set for the allocator
@@ -123,6 +125,9 @@ def parse_args(argv=None):
                     help="import everything, then wait for this lock file before touching the GPU")
     ap.add_argument("--group-size", type=int, default=1,
                     help="with --gpu-lock: wait until this many runs have imported before taking the lock")
+    ap.add_argument("--record-history", default="",
+                    help="record PyTorch's memory history over the whole run and dump it to this pickle "
+                         "(default and expandable only; vram replay reads it)")
     ap.add_argument("--run-timeout", type=int, default=0,
                     help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
@@ -132,6 +137,8 @@ def parse_args(argv=None):
         ap.error("--batch %d: must be at least 1" % a.batch)
     if a.steps < 1 or a.warmup < 0 or a.warmup >= a.steps:
         ap.error("--steps %d --warmup %d: want 0 <= warmup < steps" % (a.steps, a.warmup))
+    if a.record_history and a.allocator not in ("default", "expandable"):
+        ap.error("--record-history: PyTorch records its own allocator only (default, expandable)")
     if a.cap_gib < 0:
         ap.error("--cap-gib %g: must not be negative" % a.cap_gib)
     return a
@@ -488,6 +495,8 @@ def run(a, res):
     free, total = torch.cuda.mem_get_info()
     res["device_used_before"] = total - free
     torch.cuda.reset_peak_memory_stats()
+    if a.record_history:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=4000000)
 
     b = Bench(a)
     t_build = time.perf_counter()
@@ -518,6 +527,11 @@ def run(a, res):
     res["allocated_idle"] = stats.get("allocated_bytes.all.current")
     res["alloc_retries"] = stats.get("num_alloc_retries")
     res["num_ooms"] = stats.get("num_ooms")
+    res["alloc_counts"] = alloc_counts(a, stats)
+    if a.record_history:
+        torch.cuda.memory._dump_snapshot(a.record_history)
+        torch.cuda.memory._record_memory_history(enabled=None)
+        res["history"] = a.record_history
     res["peak_allocated"] = torch.cuda.max_memory_allocated()
     res["peak_reserved"] = torch.cuda.max_memory_reserved()
     if res["peak_allocated"]:
@@ -542,6 +556,30 @@ def run(a, res):
     free, total = torch.cuda.mem_get_info()
     res["device_used_after"] = total - free
     res["ok"] = True
+
+
+def alloc_counts(a, stats):
+    """How often the allocator went to the driver or waited, over the run.
+
+    Allocations and frees come from PyTorch's counters (allocation.all.allocated
+    and .freed, which vram fills the same way); the driver figures from each
+    allocator's own statistics: vram counts every mapping call and every stream
+    wait, PyTorch counts cudaMalloc/cudaFree (num_device_alloc/free) and, with
+    expandable segments, nothing finer."""
+    keys = ("allocation.all.allocated", "allocation.all.freed", "num_device_alloc", "num_device_free",
+            "num_sync_all_streams", "num_alloc_retries")
+    out = {k: stats.get(k) for k in keys if k in stats}
+    if a.allocator in ("vram", "vram_paged", "preinstalled"):
+        try:
+            import vram
+            vs = vram.memory_stats(0)
+            for k in ("num_device_alloc", "num_device_free", "num_mem_map", "num_mem_unmap",
+                      "num_stream_syncs", "num_page_releases", "num_alloc_retries"):
+                if k in vs:
+                    out["vram." + k] = vs[k]
+        except Exception as e:  # the figures are extra; the run stands without them
+            out["vram_error"] = "%s: %s" % (qualname(e), first_line(e))
+    return out
 
 
 class RunTimeout(Exception):

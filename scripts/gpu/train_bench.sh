@@ -55,7 +55,7 @@
 #   WORKLOADS="resnet gpt2 llama_lora kvgen"   ALLOCATORS="default expandable vram vram_paged"
 #   RUNS=0|1 (1)         the runs above (0: only fit, over ranges guessed without them)
 #   STEPS / WARMUP       total and warm-up steps of the training workloads (60 / 10)
-#   KV_STEPS / KV_WARMUP the same for kvgen (5 / 1)
+#   KV_STEPS / KV_WARMUP the same for kvgen (55 / 5)
 #   MAX_SECONDS          bound on the timed steps of one run (18; the line says truncated)
 #   FIT=0|1 (1)          FIT_WORKLOADS="resnet gpt2"  FIT_ALLOCATORS="default expandable vram_paged"
 #   FIT_CAP_GIB (16)     cap of the fit workloads, whole GiB; FIT_CAP_GPT2 (24),
@@ -76,8 +76,8 @@ WORKLOADS=${WORKLOADS:-resnet gpt2 llama_lora kvgen}
 ALLOCATORS=${ALLOCATORS:-default expandable vram vram_paged}
 STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-10}
-KV_STEPS=${KV_STEPS:-5}
-KV_WARMUP=${KV_WARMUP:-1}
+KV_STEPS=${KV_STEPS:-55}
+KV_WARMUP=${KV_WARMUP:-5}
 MAX_SECONDS=${MAX_SECONDS:-18}
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 RUNS=${RUNS:-1}
