@@ -11,14 +11,15 @@
 //
 // PyTorch calls vram_malloc(size, device, stream) through a function
 // pointer. vram_malloc is C++ (shim.cc): it refuses in a forked child,
-// then makes one cgo call into Go (vramGoMalloc), which loads the
+// then makes one cgo call into Go (vramGoMallocAfterFrees), which first
+// makes the frees queued since the last call (vram_free does not enter Go:
+// it queues the pointer, see shim.cc), then loads the
 // device's allocator with one atomic read and calls Allocator.Malloc; on
 // the cached path that is bookkeeping under the allocator's mutex, with no
 // driver call and no Go allocation. A failure comes back as address 0 with
 // the message stored for the calling thread, and the shim throws it as a
 // std::runtime_error, which PyTorch's Python binding raises as a
-// RuntimeError beginning "CUDA out of memory.". vram_free is the same path
-// without the exception. The design of what lies behind the cgo boundary
+// RuntimeError beginning "CUDA out of memory.". The design of what lies behind the cgo boundary
 // is in package internal/libvram.
 //
 // # Fork
@@ -120,6 +121,27 @@ func vramGoMalloc(size C.size_t, device C.int, stream C.uintptr_t) (ptr C.uintpt
 		return 0
 	}
 	return C.uintptr_t(p)
+}
+
+//export vramGoMallocAfterFrees
+func vramGoMallocAfterFrees(size C.size_t, device C.int, stream C.uintptr_t, ptrs *C.uintptr_t, devs *C.int, n C.int) C.uintptr_t {
+	vramGoFreeBatch(ptrs, devs, n)
+	return vramGoMalloc(size, device, stream)
+}
+
+// vramGoFreeBatch makes n frees queued by the shim; failures are reported
+// as vram_free's are (standard error, the first few).
+//
+//export vramGoFreeBatch
+func vramGoFreeBatch(ptrs *C.uintptr_t, devs *C.int, n C.int) {
+	if n <= 0 {
+		return
+	}
+	p := unsafe.Slice(ptrs, int(n))
+	d := unsafe.Slice(devs, int(n))
+	for i := range p {
+		vramGoFree(p[i], d[i], 1)
+	}
 }
 
 // freeErrors counts the frees that failed with no caller to tell; the

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mutex>
 #include <stdexcept>
 
 #include "vram.h"
@@ -43,6 +44,56 @@ void set_error_copy(const char *msg, int oom) {
 
 const char *error_text() { return last_error ? last_error : "vram: allocation failed"; }
 
+// Frees from PyTorch's pluggable free (vram_free) do not enter Go one by
+// one. They wait in this queue, and the next call that enters Go hands the
+// queue over first: an allocation then costs one C-to-Go call for itself
+// and the frees before it, instead of one each. Every entry point flushes
+// before it enters Go, so the allocator sees every free before it decides
+// anything (an allocation, a statistic, an empty_cache): what it does and
+// reports is what it would with the frees made at once. A full queue is
+// flushed by the free that finds it full.
+constexpr int kPendingMax = 256;
+
+std::mutex pending_mu;
+uintptr_t pending_ptr[kPendingMax];
+int pending_dev[kPendingMax];
+int pending_n = 0;
+
+// take moves the queue into ptrs/devs (kPendingMax entries each) and
+// returns how many there were.
+int take(uintptr_t *ptrs, int *devs) {
+  // Most calls find the queue empty: look before taking the lock. A free
+  // queued concurrently may be missed; the next call takes it.
+  if (__atomic_load_n(&pending_n, __ATOMIC_RELAXED) == 0) return 0;
+  std::lock_guard<std::mutex> g(pending_mu);
+  int n = pending_n;
+  if (n > 0) {
+    memcpy(ptrs, pending_ptr, n * sizeof ptrs[0]);
+    memcpy(devs, pending_dev, n * sizeof devs[0]);
+    __atomic_store_n(&pending_n, 0, __ATOMIC_RELAXED);
+  }
+  return n;
+}
+
+// flush hands the queue to Go.
+void flush() {
+  uintptr_t ptrs[kPendingMax];
+  int devs[kPendingMax];
+  int n = take(ptrs, devs);
+  if (n > 0) vramGoFreeBatch(ptrs, devs, n);
+}
+
+// defer_free queues ptr; true when the queue was full (the caller flushes
+// and queues again).
+bool defer_free(uintptr_t ptr, int device) {
+  std::lock_guard<std::mutex> g(pending_mu);
+  if (pending_n == kPendingMax) return false;
+  pending_ptr[pending_n] = ptr;
+  pending_dev[pending_n] = device;
+  __atomic_store_n(&pending_n, pending_n + 1, __ATOMIC_RELAXED);
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -60,7 +111,10 @@ void vram_string_free(char *s) { free(s); }
 void *vram_malloc(size_t size, int device, void *stream) {
   if (size == 0) return nullptr;
   if (forked) throw std::runtime_error(kForked);
-  uintptr_t p = vramGoMalloc(size, device, (uintptr_t)stream);
+  uintptr_t ptrs[kPendingMax];
+  int devs[kPendingMax];
+  int n = take(ptrs, devs);
+  uintptr_t p = vramGoMallocAfterFrees(size, device, (uintptr_t)stream, ptrs, devs, n);
   if (p == 0) throw std::runtime_error(error_text());
   return (void *)p;
 }
@@ -69,7 +123,7 @@ void vram_free(void *ptr, size_t size, int device, void *stream) {
   (void)size;
   (void)stream;
   if (ptr == nullptr || forked) return;
-  vramGoFree((uintptr_t)ptr, device, 1);
+  while (!defer_free((uintptr_t)ptr, device)) flush();
 }
 
 void vram_init(int device_count) {
@@ -77,15 +131,20 @@ void vram_init(int device_count) {
 }
 
 void vram_reset(void) {
-  if (!forked) vramGoEmptyCache(-1);
+  if (forked) return;
+  flush();
+  vramGoEmptyCache(-1);
 }
 
 void vram_set_memory_fraction(double fraction, int device) {
-  if (!forked && vramGoSetFraction(device, fraction) != 0) throw std::runtime_error(error_text());
+  if (forked) return;
+  flush();
+  if (vramGoSetFraction(device, fraction) != 0) throw std::runtime_error(error_text());
 }
 
 void vram_record_stream(void *ptr, void *stream) {
   if (ptr == nullptr || forked) return;
+  flush();
   if (vramGoRecordStream((uintptr_t)ptr, -1, (uintptr_t)stream) != 0) throw std::runtime_error(error_text());
 }
 
@@ -106,12 +165,14 @@ void *vram_try_malloc(size_t size, int device, void *stream) {
     set_error_copy(kForked, 0);
     return nullptr;
   }
+  flush();
   return (void *)vramGoMalloc(size, device, (uintptr_t)stream);
 }
 
 int vram_try_free(void *ptr, int device) {
   if (forked) return 0;
   if (ptr == nullptr) return 0;
+  flush();
   return vramGoFree((uintptr_t)ptr, device, 0);
 }
 
@@ -120,14 +181,17 @@ int vram_try_record_stream(void *ptr, int device, void *stream) {
     set_error_copy(kForked, 0);
     return -1;
   }
+  flush();
   return vramGoRecordStream((uintptr_t)ptr, device, (uintptr_t)stream);
 }
 
+// VRAM_GUARD refuses in a forked child and hands the queued frees to Go.
 #define VRAM_GUARD(fail)          \
   if (forked) {                   \
     set_error_copy(kForked, 0);   \
     return fail;                  \
-  }
+  }                               \
+  flush();
 
 int vram_configure(const char *conf) {
   VRAM_GUARD(-1);

@@ -36,6 +36,7 @@ type Host struct {
 	backend string
 
 	devs [MaxDevices]atomic.Pointer[alloc.Allocator]
+	keep keeper
 
 	mu      sync.Mutex // guards what follows, and the creation of allocators
 	conf    alloc.Config
@@ -51,7 +52,8 @@ type capSetting struct {
 
 // New returns a Host over the given backend (named for Info) with conf.
 func New(open Opener, backend string, conf alloc.Config) *Host {
-	return &Host{open: open, backend: backend, conf: conf}
+	return &Host{open: open, backend: backend, conf: conf,
+		keep: keeper{period: keeperPeriod, idleAfter: keeperIdle}}
 }
 
 // NewFromEnv returns a Host configured from the environment, read with
@@ -141,6 +143,7 @@ func (h *Host) existing(device int) (*alloc.Allocator, error) {
 // Malloc allocates size bytes on device for stream s. Out-of-memory
 // errors are *OutOfMemoryError.
 func (h *Host) Malloc(size uint64, device int, s alloc.Stream) (uint64, error) {
+	h.keep.touch()
 	a := h.load(device)
 	if a == nil {
 		var err error
@@ -170,6 +173,7 @@ func (h *Host) load(device int) *alloc.Allocator {
 
 // Free returns ptr, allocated on device, to the cache.
 func (h *Host) Free(ptr uint64, device int) error {
+	h.keep.touch()
 	a := h.load(device)
 	if a == nil {
 		if err := checkDevice(device); err != nil {
