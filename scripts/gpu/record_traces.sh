@@ -7,7 +7,7 @@
 # (torch.cuda.memory._record_memory_history(enabled="all", context=None),
 # then _dump_snapshot), through train_bench.py --record-history.
 #
-#   OUT=/tmp/traces bash scripts/gpu/record_traces.sh
+#   OUT=/tmp/traces [RECORD="kvgen gpt2 llama_lora"] bash scripts/gpu/record_traces.sh
 #
 # Writes $OUT/<workload>.pickle.gz (vram replay reads the gzip directly) and
 # $OUT/<workload>.json (train_bench.py's result line: torch's own peak
@@ -25,7 +25,12 @@ rec() {
 	echo "-- $w: exit $?, $(du -h "$OUT/$w.pickle" 2>/dev/null | cut -f1) of history"
 	[ -f "$OUT/$w.pickle" ] && gzip -f "$OUT/$w.pickle"
 }
-rec kvgen --steps 12 --warmup 1
-rec gpt2 --steps 24 --warmup 1
-rec llama_lora --steps 12 --warmup 1
+for w in ${RECORD:-kvgen gpt2 llama_lora}; do
+	case $w in
+	kvgen) rec kvgen --steps 12 --warmup 1 ;;
+	gpt2) rec gpt2 --steps 24 --warmup 1 ;;
+	llama_lora) rec llama_lora --steps 12 --warmup 1 ;;
+	*) echo "-- $w: unknown workload (kvgen, gpt2, llama_lora)" ;;
+	esac
+done
 ls -l "$OUT"
