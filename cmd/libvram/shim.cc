@@ -5,6 +5,8 @@
 // others.
 
 #include <pthread.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +96,63 @@ bool defer_free(uintptr_t ptr, int device) {
   return true;
 }
 
+// With VRAM_CALL_PROFILE set (to anything) when the first allocation is
+// made, the shim times every vram_malloc and vram_free (the time the
+// framework's thread spends in them) and prints the totals to standard error
+// at exit: how much of a job's time the allocator takes, measured from the
+// framework's side of the call.
+struct CallProfile {
+  long long n = 0, ns = 0, max_ns = 0;
+  void add(long long d) {
+    __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&ns, d, __ATOMIC_RELAXED);
+    if (d > __atomic_load_n(&max_ns, __ATOMIC_RELAXED)) __atomic_store_n(&max_ns, d, __ATOMIC_RELAXED);
+  }
+};
+CallProfile prof_malloc, prof_free;
+int profiling = -1;  // -1: not decided yet
+
+long long now_ns() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+void print_profile() {
+  fprintf(stderr, "vram: call profile: vram_malloc %lld calls, %.3f ms in all, %.0f ns mean, %.0f us max; "
+          "vram_free %lld calls, %.3f ms in all, %.0f ns mean, %.0f us max\n",
+          prof_malloc.n, prof_malloc.ns / 1e6, prof_malloc.n ? (double)prof_malloc.ns / prof_malloc.n : 0.0,
+          prof_malloc.max_ns / 1e3, prof_free.n, prof_free.ns / 1e6,
+          prof_free.n ? (double)prof_free.ns / prof_free.n : 0.0, prof_free.max_ns / 1e3);
+}
+
+bool profile_on() {
+  int p = __atomic_load_n(&profiling, __ATOMIC_RELAXED);
+  if (p < 0) {
+    p = getenv("VRAM_CALL_PROFILE") != nullptr;
+    int unset = -1;
+    if (__atomic_compare_exchange_n(&profiling, &unset, p, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED) && p)
+      atexit(print_profile);
+  }
+  return p > 0;
+}
+
+void *malloc_impl(size_t size, int device, void *stream) {
+  if (size == 0) return nullptr;
+  if (forked) throw std::runtime_error(kForked);
+  uintptr_t ptrs[kPendingMax];
+  int devs[kPendingMax];
+  int n = take(ptrs, devs);
+  uintptr_t p = vramGoMallocAfterFrees(size, device, (uintptr_t)stream, ptrs, devs, n);
+  if (p == 0) throw std::runtime_error(error_text());
+  return (void *)p;
+}
+
+void free_impl(void *ptr, int device) {
+  if (ptr == nullptr || forked) return;
+  while (!defer_free((uintptr_t)ptr, device)) flush();
+}
+
 }  // namespace
 
 extern "C" {
@@ -109,21 +168,25 @@ int vram_last_error_is_oom(void) { return last_oom; }
 void vram_string_free(char *s) { free(s); }
 
 void *vram_malloc(size_t size, int device, void *stream) {
-  if (size == 0) return nullptr;
-  if (forked) throw std::runtime_error(kForked);
-  uintptr_t ptrs[kPendingMax];
-  int devs[kPendingMax];
-  int n = take(ptrs, devs);
-  uintptr_t p = vramGoMallocAfterFrees(size, device, (uintptr_t)stream, ptrs, devs, n);
-  if (p == 0) throw std::runtime_error(error_text());
-  return (void *)p;
+  if (!profile_on()) return malloc_impl(size, device, stream);
+  long long t0 = now_ns();
+  try {
+    void *p = malloc_impl(size, device, stream);
+    prof_malloc.add(now_ns() - t0);
+    return p;
+  } catch (...) {
+    prof_malloc.add(now_ns() - t0);
+    throw;
+  }
 }
 
 void vram_free(void *ptr, size_t size, int device, void *stream) {
   (void)size;
   (void)stream;
-  if (ptr == nullptr || forked) return;
-  while (!defer_free((uintptr_t)ptr, device)) flush();
+  if (!profile_on()) return free_impl(ptr, device);
+  long long t0 = now_ns();
+  free_impl(ptr, device);
+  prof_free.add(now_ns() - t0);
 }
 
 void vram_init(int device_count) {
