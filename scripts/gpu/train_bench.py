@@ -462,6 +462,15 @@ def run(a, res):
     res["alloc_conf"] = conf
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+    # cuDNN's attention compiles a kernel for every new sequence length at
+    # run time and keeps it in CUDA's on-disk cache, so whichever run of a
+    # group comes first pays for the compilation of every shape (25-45 %
+    # of a kvgen step, measured): the order of the runs, not the allocator,
+    # then decides the step times. Flash and memory-efficient attention
+    # need no compilation.
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        res["sdp_cudnn"] = False
     torch.use_deterministic_algorithms(True, warn_only=True)
     watch_warnings()
     random.seed(a.seed)

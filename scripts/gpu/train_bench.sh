@@ -121,8 +121,15 @@ has_line() { grep -q "^{\"workload\": \"$1\", \"allocator\": \"$2\"" "$OUT/train
 
 # group WORKLOAD ARGS...: one run per allocator, started together; they
 # take the GPU one at a time. A run that left no line gets one saying why.
+# A short unmeasured run of the workload comes first (WARM_RUN=0: none), so
+# that the first measured run does not pay alone for cold file caches and
+# GPU clocks.
 group() {
 	local w=$1 a n=0 rc; shift
+	if [ "${WARM_RUN:-1}" = 1 ]; then
+		timeout 120 $PY $B --workload "$w" --allocator default --steps 3 --warmup 1 > "$OUT/runs/$w.warm.log" 2>&1
+		echo "-- $w: warm-up run, exit $?"
+	fi
 	local -A pids=()
 	for a in $ALLOCATORS; do n=$((n + 1)); done
 	rm -f "$OUT/gpu.lock" "$OUT/gpu.lock.ready"
