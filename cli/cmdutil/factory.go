@@ -34,6 +34,10 @@ type Factory struct {
 	LookupUser func(uid uint32) (string, error) // the host's user database
 	Getenv     func(string) (string, bool)      // os.LookupEnv
 	Hostname   func() (string, error)           // os.Hostname
+	// ChannelDir is the allocator statistics channel's directory
+	// (gpu.OpenOptions.ChannelDir): "" is $VRAM_CHANNEL_DIR or /dev/shm,
+	// "off" reads none.
+	ChannelDir string
 
 	// Now and Sleep are the clock.
 	Now   func() time.Time
