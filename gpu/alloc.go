@@ -127,3 +127,21 @@ func (s *Sim) adopted(pid int) ProcSource {
 	}
 	return nil
 }
+
+// NewSimChannelOnly is a simulated host of n GPUs with no synthetic
+// processes: its devices carry only the processes that run libvram on the
+// simulated backend (AdoptChannel). vram run --simulate uses it, so that
+// no synthetic PID can be taken for one of the job's.
+func NewSimChannelOnly(n int, now func() time.Time) (*Sim, error) {
+	s, err := NewSimProcs(n, 0, 1, now)
+	if err != nil {
+		return nil, err
+	}
+	for pid, p := range s.procs {
+		if p.onGPU {
+			delete(s.procs, pid)
+		}
+	}
+	s.byDev = make([][]*simProc, n)
+	return s, nil
+}
