@@ -5,7 +5,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/vramhq/vram/alloc/statchan"
 )
 
 // SimProcsEnv names the variable that sets a simulated host's processes
@@ -33,6 +36,12 @@ type OpenOptions struct {
 	AllGPUs bool
 	// IdleWindow is the Sampler's (default 30 s).
 	IdleWindow time.Duration
+	// ChannelDir is the statistics channel's directory (package
+	// alloc/statchan): "" reads VRAM_CHANNEL_DIR (default /dev/shm),
+	// "off" reads none. The channel's processes are checked against
+	// ProcRoot; on a simulated host, the processes that run libvram on
+	// its simulated backend join the simulated devices (Sim.AdoptChannel).
+	ChannelDir string
 
 	// The outside world; nil or empty means the real one.
 	OpenNVML   func() (Host, error)             // the driver (OpenNVML)
@@ -63,6 +72,9 @@ type Opened struct {
 	Total int
 	// Warnings are visible-device entries that could not be mapped.
 	Warnings []string
+	// Channel reads the statistics channel (nil when off); the Sampler
+	// uses it. Close the Host, not it.
+	Channel ChannelReader
 }
 
 // IndexError is Open's error for a selected GPU the host does not have.
@@ -110,6 +122,12 @@ func Open(o OpenOptions) (*Opened, error) {
 			return nil, err
 		}
 		op.Host, op.Procs, op.Hostname = sim, sim, "simulated"
+		if dir := channelDir(o); dir != "" {
+			real, err := NewProcFS(o.ProcRoot, o.LookupUser)
+			if err == nil {
+				sim.AdoptChannel(&syncReader{r: statchan.Reader{Dir: dir, ProcRoot: o.ProcRoot}}, real)
+			}
+		}
 	} else {
 		h, err := o.OpenNVML()
 		if err != nil {
@@ -129,13 +147,37 @@ func Open(o OpenOptions) (*Opened, error) {
 		op.Host.Close()
 		return nil, err
 	}
+	if dir := channelDir(o); dir != "" {
+		op.Channel = &syncReader{r: statchan.Reader{Dir: dir, ProcRoot: o.ProcRoot}}
+	}
 	var err error
-	op.Sampler, err = NewSampler(op.Host, SamplerOptions{Procs: op.Procs, IdleWindow: o.IdleWindow, Devices: op.Shown, Now: o.Now})
+	op.Sampler, err = NewSampler(op.Host, SamplerOptions{Procs: op.Procs, IdleWindow: o.IdleWindow, Devices: op.Shown, Now: o.Now, Channel: op.Channel})
 	if err != nil {
 		op.Host.Close()
 		return nil, err
 	}
 	return op, nil
+}
+
+// channelDir is the statistics channel's directory for o ("" when off).
+func channelDir(o OpenOptions) string {
+	if o.ChannelDir != "" {
+		return statchan.DirFromEnv(o.ChannelDir)
+	}
+	v, _ := o.Getenv(statchan.EnvDir)
+	return statchan.DirFromEnv(v)
+}
+
+// syncReader is a statchan.Reader safe for concurrent use.
+type syncReader struct {
+	mu sync.Mutex
+	r  statchan.Reader
+}
+
+func (s *syncReader) Read(dst []statchan.Record) ([]statchan.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.r.Read(dst)
 }
 
 func (op *Opened) selectGPUs(o OpenOptions) error {

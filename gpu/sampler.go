@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/proc"
 )
 
@@ -134,6 +135,11 @@ type Process struct {
 	UtilKnown   bool
 
 	Flags Flags
+
+	// Alloc is the process's allocator as its statistics channel reports
+	// it for this device (allocated, reserved, fragmentation, ...), when it
+	// runs vram's allocator (libvram); nil otherwise.
+	Alloc *statchan.Record
 }
 
 // Command is the command line joined with spaces, or [comm] when the
@@ -174,6 +180,9 @@ type SamplerOptions struct {
 	IdleWindow time.Duration
 	// Devices restricts sampling to these NVML indices; nil samples all.
 	Devices []int
+	// Channel reads the statistics channel of processes on vram's
+	// allocator (Process.Alloc); nil reads none.
+	Channel ChannelReader
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -192,6 +201,8 @@ type Sampler struct {
 	// copies the lists into its snapshot.
 	scratch [][]Process
 	sampled bool
+	chanBuf []statchan.Record
+	allocs  AllocIndex
 }
 
 // NewSampler lists the host's devices and reads their identities.
@@ -274,6 +285,7 @@ func (s *Sampler) SampleMemory(dst []MemorySample) ([]MemorySample, error) {
 func (s *Sampler) Sample() (*Snapshot, error) {
 	now := s.opts.Now()
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
+	s.readChannel(snap)
 	failed := 0
 	live := map[int]bool{}
 	var lists [][]Process
@@ -375,6 +387,10 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 			p.UtilKnown = true // no sample in the period: no activity
 		}
 		s.enrich(&p, now)
+		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
+			rec := *r
+			p.Alloc = &rec
+		}
 		if idle.isIdle(p, now, s.opts.IdleWindow, method) {
 			p.Flags |= FlagIdle
 		}
@@ -386,6 +402,21 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
 	}
 	return ds, procs, nil
+}
+
+// readChannel reads the statistics channel for this sample. A channel
+// that cannot be read is a warning: the processes then lack Alloc.
+func (s *Sampler) readChannel(snap *Snapshot) {
+	s.allocs = AllocIndex{}
+	if s.opts.Channel == nil {
+		return
+	}
+	var err error
+	s.chanBuf, err = s.opts.Channel.Read(s.chanBuf)
+	if err != nil {
+		snap.Warnings = append(snap.Warnings, err.Error())
+	}
+	s.allocs = NewAllocIndex(s.chanBuf, snap.Host.Simulated)
 }
 
 // enrich fills the /proc fields and the flags that come from /proc.

@@ -30,6 +30,8 @@ type Sim struct {
 	peak      map[[2]int]uint64 // (device, pid) -> highest memory reported
 	exitedAcc map[int][]AccountingRecord
 	faults    map[int]error // FailDevice (sim_fault.go)
+
+	ch *simChannel // AdoptChannel (alloc.go); nil: synthetic processes only
 }
 
 // simProc is one synthetic process.
@@ -226,6 +228,9 @@ func (s *Sim) Close() error { return nil }
 
 // Stat implements ProcSource for the simulated processes.
 func (s *Sim) Stat(pid int) (ProcStat, error) {
+	if ps := s.adopted(pid); ps != nil {
+		return ps.Stat(pid)
+	}
 	p, ok := s.procs[pid]
 	if !ok || p.hidden {
 		return ProcStat{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
@@ -235,6 +240,9 @@ func (s *Sim) Stat(pid int) (ProcStat, error) {
 
 // Details implements ProcSource for the simulated processes.
 func (s *Sim) Details(pid int) (ProcDetails, error) {
+	if ps := s.adopted(pid); ps != nil {
+		return ps.Details(pid)
+	}
 	p, ok := s.procs[pid]
 	if !ok || p.hidden {
 		return ProcDetails{}, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
@@ -268,6 +276,9 @@ func (d *simDevice) Memory() (Memory, error) {
 	var used uint64 = 0
 	for _, p := range d.sim.devProcs(d.index) {
 		used += p.memory(t)
+	}
+	for _, p := range d.sim.channelProcs(d.index) {
+		used += p.Memory
 	}
 	used += uint64(d.index+1) * 3 << 20 // driver-side bookkeeping not listed per process
 	if used > simTotal-simReserved {
@@ -304,7 +315,7 @@ func (d *simDevice) Processes() ([]DriverProcess, error) {
 		d.sim.peak[k] = max(d.sim.peak[k], m)
 		out = append(out, DriverProcess{PID: uint32(p.stat.PID), Memory: m, MemoryKnown: true, Kind: KindCompute})
 	}
-	return out, nil
+	return append(out, d.sim.channelProcs(d.index)...), nil
 }
 
 func (d *simDevice) ProcessUtilization(since time.Time) ([]ProcessUtilization, error) {

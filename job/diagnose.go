@@ -94,6 +94,12 @@ func diagnose(r *Result, msgs []Message) OOM {
 		o.Advice = "look for tensors kept across steps: a loss summed without .item(), outputs appended to a list, retain_graph=True, caches that only grow"
 		return o
 	}
+	// 3. vram's allocator inside the job published its own figures: they
+	// say whether its cache held the bytes in pieces, and what bound it.
+	if a := r.Allocator; a != nil && best.Tried > 0 {
+		allocatorCause(&o, a, best.Tried, capacity)
+		return o
+	}
 	// 3. The allocator's cache had the bytes, not in one piece.
 	if best.Tried > 0 && best.Unallocated >= best.Tried && capacity > 0 &&
 		float64(best.Unallocated) >= fragShare*float64(capacity) {
@@ -136,6 +142,32 @@ func diagnose(r *Result, msgs []Message) OOM {
 	}
 	o.Advice = "use a smaller batch (vram fit finds the largest that fits), mixed precision or activation checkpointing, or a larger GPU"
 	return o
+}
+
+// allocatorCause names the cause from vram's allocator's figures at the
+// last sample that had them (published at once after the failure): its
+// free cache held the request but no block of it is fragmentation; a
+// reservation at its cap is the cap; anything else is demand.
+func allocatorCause(o *OOM, a *AllocatorFigures, tried, capacity uint64) {
+	f := a.Last
+	free, largest := uint64(f.FreeCached), uint64(f.LargestFree)
+	figures := fmt.Sprintf("vram's allocator had %s allocated and %s reserved, %s of it free in blocks of at most %s",
+		units.FormatBytes(uint64(f.Allocated)), units.FormatBytes(uint64(f.Reserved)), units.FormatBytes(free), units.FormatBytes(largest))
+	if free >= tried && largest < tried {
+		o.Cause = CauseFragmentation
+		o.Explanation = fmt.Sprintf("%s, when it failed to allocate %s: the free memory was fragmented", figures, units.FormatBytes(tried))
+		o.Advice = "use --alloc-conf page_mapped:true (idle pages are remapped where a request needs them), or max_split_size_mb:N so that large blocks are not split"
+		return
+	}
+	o.Cause = CauseDemand
+	o.Explanation = fmt.Sprintf("%s, when the job asked for %s more", figures, units.FormatBytes(tried))
+	capB := uint64(f.Cap)
+	if capB > 0 && (capacity == 0 || capB < capacity) && uint64(f.Reserved)+tried > capB {
+		o.Explanation += fmt.Sprintf("; the allocator's cap of %s (--limit, max_bytes or max_fraction) was the bound", units.FormatBytes(capB))
+		o.Advice = "raise the cap (--limit or --alloc-conf max_bytes), or use a smaller batch (vram fit finds the largest that fits)"
+		return
+	}
+	o.Advice = "use a smaller batch (vram fit finds the largest that fits), mixed precision or activation checkpointing, or a larger GPU"
 }
 
 // sizesAdvice says where the sizes of an OOM come from when vram cannot

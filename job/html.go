@@ -117,6 +117,22 @@ svg { background: #fcfcfc; border: 1px solid #ddd; }
 			}
 			c.write(bw)
 		}
+		if a := r.Allocator; a != nil {
+			bw.WriteString("<h2>vram's allocator inside the job: allocated and reserved</h2>\n")
+			c := newChart(r.Duration, float64(max(r.Peak.Bytes, a.PeakReserved)))
+			var job, alloc, res []Point
+			for _, s := range r.Samples {
+				job = append(job, Point{s.T, s.Job})
+				if s.AllocKnown {
+					alloc = append(alloc, Point{s.T, s.Allocated})
+					res = append(res, Point{s.T, s.Reserved})
+				}
+			}
+			c.series(job, "#bbb", "the job, as the driver counts it (reserved + CUDA contexts)")
+			c.series(res, "#ef6c00", "reserved by vram's allocator (peak "+units.FormatBytes(a.PeakReserved)+")")
+			c.series(alloc, "#2e7d32", "allocated (peak "+units.FormatBytes(a.PeakAllocated)+")")
+			c.write(bw)
+		}
 		if len(r.Procs) > 0 {
 			bw.WriteString("<h2>Memory per process of the job</h2>\n")
 			top := float64(r.Peak.Bytes)

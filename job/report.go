@@ -41,9 +41,11 @@ type Report struct {
 	Leak        ReportLeak   `json:"leak"`
 	OOM         ReportOOM    `json:"oom"`
 	Limit       *ReportLimit `json:"limit,omitempty"`
-	TimedOut    bool         `json:"timed_out"`
-	Warnings    []string     `json:"warnings"`
-	Samples     []ReportSmp  `json:"samples"`
+	// Allocator is null unless a process of the job ran vram's allocator.
+	Allocator *ReportAllocator `json:"allocator"`
+	TimedOut  bool             `json:"timed_out"`
+	Warnings  []string         `json:"warnings"`
+	Samples   []ReportSmp      `json:"samples"`
 }
 
 // ReportPeak is where the peak was.
@@ -71,6 +73,30 @@ type ReportLeak struct {
 	Confidence float64 `json:"confidence"`
 	WarmupS    float64 `json:"warmup_s"`
 	Reason     string  `json:"reason"`
+	// Series is what the verdict was taken on: "allocated" (vram's
+	// allocator's allocated memory) or "used" (the driver's figure).
+	Series string `json:"series,omitempty"`
+}
+
+// ReportAllocator is what vram's allocator inside the job published
+// (docs/channel.md): the highest sums of the job's allocated and reserved
+// memory over the samples, and the last figures of the process kept for
+// the OOM diagnosis.
+type ReportAllocator struct {
+	Processes          int     `json:"processes"`
+	PeakAllocatedBytes uint64  `json:"peak_allocated_bytes"`
+	PeakReservedBytes  uint64  `json:"peak_reserved_bytes"`
+	LastTS             float64 `json:"last_t_s"`
+	PID                int     `json:"pid"`
+	GPU                int     `json:"gpu"`
+	AllocatedBytes     int64   `json:"allocated_bytes"`
+	ReservedBytes      int64   `json:"reserved_bytes"`
+	FreeCachedBytes    int64   `json:"free_cached_bytes"`
+	LargestFreeBlock   int64   `json:"largest_free_block_bytes"`
+	Fragmentation      float64 `json:"fragmentation"`
+	NumOOMs            int64   `json:"num_ooms"`
+	NumAllocRetries    int64   `json:"num_alloc_retries"`
+	CapBytes           int64   `json:"cap_bytes"`
 }
 
 // ReportOOM is the OOM verdict.
@@ -105,6 +131,10 @@ type ReportSmp struct {
 	Bytes uint64   `json:"bytes"`
 	GPUs  []uint64 `json:"job_bytes_per_gpu"`
 	Used  []uint64 `json:"used_bytes_per_gpu"`
+	// The job's allocated and reserved memory from vram's allocator; null
+	// when no process of the job published figures at this sample.
+	Allocated *uint64 `json:"allocated_bytes"`
+	Reserved  *uint64 `json:"reserved_bytes"`
 }
 
 // Report builds the JSON form.
@@ -146,7 +176,14 @@ func (r *Result) Report() Report {
 	rep.Leak = ReportLeak{Verdict: "unavailable", Reason: "no memory figures"}
 	if r.Memory {
 		rep.Leak = ReportLeak{Verdict: leakWord(r.Leak.Kind), Slope: r.Leak.Slope, Confidence: r.Leak.Confidence,
-			WarmupS: r.Leak.WarmUp.Seconds(), Reason: r.Leak.Reason}
+			WarmupS: r.Leak.WarmUp.Seconds(), Reason: r.Leak.Reason, Series: r.LeakSeries}
+	}
+	if a := r.Allocator; a != nil {
+		f := a.Last
+		rep.Allocator = &ReportAllocator{Processes: a.Processes, PeakAllocatedBytes: a.PeakAllocated, PeakReservedBytes: a.PeakReserved,
+			LastTS: a.LastAt.Seconds(), PID: a.PID, GPU: r.Devices[a.Device].Index, AllocatedBytes: f.Allocated, ReservedBytes: f.Reserved,
+			FreeCachedBytes: f.FreeCached, LargestFreeBlock: f.LargestFree, Fragmentation: f.Fragmentation(),
+			NumOOMs: f.NumOOMs, NumAllocRetries: f.NumAllocRetries, CapBytes: f.Cap}
 	}
 	o := r.OOM
 	rep.OOM = ReportOOM{Detected: o.Detected, Caught: o.Caught, Cause: o.Cause, Explanation: o.Explanation,
@@ -163,7 +200,12 @@ func (r *Result) Report() Report {
 		}
 	}
 	for _, s := range r.Samples {
-		rep.Samples = append(rep.Samples, ReportSmp{TS: s.T.Seconds(), Bytes: s.Job, GPUs: s.JobDev, Used: s.Used})
+		rs := ReportSmp{TS: s.T.Seconds(), Bytes: s.Job, GPUs: s.JobDev, Used: s.Used}
+		if s.AllocKnown {
+			a, res := s.Allocated, s.Reserved
+			rs.Allocated, rs.Reserved = &a, &res
+		}
+		rep.Samples = append(rep.Samples, rs)
 	}
 	return rep
 }
@@ -196,10 +238,12 @@ func (r *Result) WriteJSON(w io.Writer) error {
 }
 
 // WriteCSV writes the samples: one row per sample with the time, the job's
-// total, and per GPU the job's memory and the device's used memory.
+// total, its allocated and reserved memory from vram's allocator (empty
+// when unknown), and per GPU the job's memory and the device's used
+// memory.
 func (r *Result) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	head := []string{"t_s", "job_bytes"}
+	head := []string{"t_s", "job_bytes", "job_allocated_bytes", "job_reserved_bytes"}
 	for _, d := range r.Devices {
 		i := strconv.Itoa(d.Index)
 		head = append(head, "gpu"+i+"_job_bytes", "gpu"+i+"_used_bytes")
@@ -209,6 +253,11 @@ func (r *Result) WriteCSV(w io.Writer) error {
 	for _, s := range r.Samples {
 		row = row[:0]
 		row = append(row, strconv.FormatFloat(s.T.Seconds(), 'f', 3, 64), strconv.FormatUint(s.Job, 10))
+		if s.AllocKnown {
+			row = append(row, strconv.FormatUint(s.Allocated, 10), strconv.FormatUint(s.Reserved, 10))
+		} else {
+			row = append(row, "", "")
+		}
 		for i := range r.Devices {
 			row = append(row, strconv.FormatUint(s.JobDev[i], 10), strconv.FormatUint(s.Used[i], 10))
 		}
@@ -281,7 +330,17 @@ func (r *Result) WriteText(w io.Writer) {
 			vals[i] = s.Job
 		}
 		p("memory", "%s  0–%s over %s, %d samples", Sparkline(vals, 60), units.FormatBytes(r.Peak.Bytes), round(r.Duration), len(r.Samples))
-		p("leak", "%s (confidence %.3f, %+.1f MiB/min)", r.Leak.Reason, r.Leak.Confidence, r.Leak.MiBPerMin())
+		if a := r.Allocator; a != nil {
+			f := a.Last
+			p("allocator", "vram's allocator in %d process(es): peak allocated %s, peak reserved %s; last: allocated %s, reserved %s, largest free block %s, fragmentation %.0f%%, %d OOM(s), %d retries",
+				a.Processes, units.FormatBytes(a.PeakAllocated), units.FormatBytes(a.PeakReserved), units.FormatBytes(uint64(f.Allocated)),
+				units.FormatBytes(uint64(f.Reserved)), units.FormatBytes(uint64(f.LargestFree)), 100*f.Fragmentation(), f.NumOOMs, f.NumAllocRetries)
+		}
+		series := ""
+		if r.LeakSeries == "allocated" {
+			series = ", on allocated memory"
+		}
+		p("leak", "%s (confidence %.3f, %+.1f MiB/min%s)", r.Leak.Reason, r.Leak.Confidence, r.Leak.MiBPerMin(), series)
 		above := r.AboveSeconds(0.9)
 		for _, i := range r.UsedDevices() {
 			p("above 90%", "GPU %d: %.1f s of %s", r.Devices[i].Index, above[i], round(r.Duration))

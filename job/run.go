@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
@@ -90,6 +91,28 @@ type Sample struct {
 	Job    uint64        // the tree's memory on all GPUs
 	JobDev []uint64      // the tree's memory per device (position in Devices)
 	Used   []uint64      // each device's used memory (all processes)
+	// Allocated and Reserved are the sums over the tree's processes that
+	// run vram's allocator, from its statistics channel; AllocKnown is
+	// false when none published figures at this sample.
+	Allocated, Reserved uint64
+	AllocKnown          bool
+}
+
+// AllocatorFigures is what vram's allocator inside the job published
+// (vram run --allocator vram, or a job that loads libvram itself).
+type AllocatorFigures struct {
+	// Processes counts the (process, GPU) pairs that published.
+	Processes int
+	// PeakAllocated and PeakReserved are the highest sums over the
+	// samples; the allocator's own peaks are in Last.
+	PeakAllocated, PeakReserved uint64
+	// Last are the figures of one process on one GPU at the last sample
+	// that had them: the one with the most out-of-memory errors, else the
+	// one with most reserved memory. The OOM diagnosis reads them.
+	Last   statchan.Figures
+	LastAt time.Duration
+	PID    int
+	Device int // position in Devices
 }
 
 // Point is one value of a process's memory series.
@@ -168,9 +191,15 @@ type Result struct {
 	SteadyKnown bool
 	Leak        detect.Verdict
 	LeakConfig  detect.Config
-	OOM         OOM
-	Limit       LimitEvent
-	TimedOut    bool
+	// LeakSeries names the series the leak verdict was taken on:
+	// "allocated" (vram's allocator's allocated memory: a cache that grows
+	// is no leak) or "used" (the driver's figure).
+	LeakSeries string
+	// Allocator is nil unless a process of the job ran vram's allocator.
+	Allocator *AllocatorFigures
+	OOM       OOM
+	Limit     LimitEvent
+	TimedOut  bool
 	// Tail is the last lines of the job's standard error.
 	Tail     []string
 	Warnings []string
@@ -311,6 +340,8 @@ type procKey struct {
 	start uint64
 }
 
+type allocKey struct{ pid, dev int }
+
 // supervisor is the state of one Run. Only Run's goroutine touches it.
 type supervisor struct {
 	spec Spec
@@ -324,6 +355,7 @@ type supervisor struct {
 	procs    map[procKey]*Proc
 	others   map[int]*Proc
 	atEnd    map[int]uint64 // other processes' memory at the last sample where the job held memory
+	allocs   map[allocKey]bool
 	peakIdx  int
 	scanTick int
 
@@ -428,6 +460,7 @@ func (s *supervisor) sample() {
 	copy(smp.Used, s.reading.Used)
 	mine := map[procKey]uint64{}
 	theirs := map[int]uint64{}
+	var best ProcMemory // the process whose allocator figures to keep
 	for _, p := range s.reading.Procs {
 		if p.Device < 0 || p.Device >= nd {
 			continue
@@ -444,6 +477,9 @@ func (s *supervisor) sample() {
 				s.procs[k] = pr
 			}
 			pr.addDevice(p.Device)
+			if p.Alloc != nil {
+				s.allocated(&smp, p, &best)
+			}
 			continue
 		}
 		theirs[p.PID] += p.Bytes
@@ -472,6 +508,11 @@ func (s *supervisor) sample() {
 	if smp.Job > 0 {
 		s.atEnd = theirs
 	}
+	if a := s.res.Allocator; a != nil && smp.AllocKnown {
+		a.PeakAllocated = max(a.PeakAllocated, smp.Allocated)
+		a.PeakReserved = max(a.PeakReserved, smp.Reserved)
+		a.Last, a.LastAt, a.PID, a.Device = *best.Alloc, t, best.PID, best.Device
+	}
 	s.res.Samples = append(s.res.Samples, smp)
 	if smp.Job > s.res.Peak.Bytes {
 		s.peakIdx = len(s.res.Samples) - 1
@@ -482,6 +523,27 @@ func (s *supervisor) sample() {
 			}
 		}
 		s.res.Peak = pk
+	}
+}
+
+// allocated adds a tree process's allocator figures to the sample; best
+// is the sample's process to keep as the last figures so far: the one
+// with the most out-of-memory errors, else the most reserved memory.
+func (s *supervisor) allocated(smp *Sample, p ProcMemory, best *ProcMemory) {
+	f := p.Alloc
+	smp.AllocKnown = true
+	smp.Allocated += uint64(f.Allocated)
+	smp.Reserved += uint64(f.Reserved)
+	if s.res.Allocator == nil {
+		s.res.Allocator = &AllocatorFigures{}
+		s.allocs = map[allocKey]bool{}
+	}
+	if k := (allocKey{p.PID, p.Device}); !s.allocs[k] {
+		s.allocs[k] = true
+		s.res.Allocator.Processes++
+	}
+	if b := best.Alloc; b == nil || f.NumOOMs > b.NumOOMs || f.NumOOMs == b.NumOOMs && f.Reserved > b.Reserved {
+		*best = p
 	}
 }
 
@@ -633,7 +695,7 @@ func (s *supervisor) finish() {
 	byPeak(r.Procs)
 	byPeak(r.Others)
 	if r.Memory {
-		r.Leak = leakVerdict(r, s.det)
+		r.Leak, r.LeakSeries = leakVerdict(r, s.det)
 		r.Steady, r.SteadyKnown = steadyState(r.Samples, r.Leak.WarmUp, r.LeakConfig.Window)
 	}
 	r.OOM = diagnose(r, s.scan.Messages())
@@ -643,15 +705,31 @@ func (s *supervisor) finish() {
 // samples where the job held nothing: a process's memory drops to zero
 // when it exits, and that teardown is not part of the job's behaviour (it
 // would read as a step down and hide a leak that ran until the end).
-func leakVerdict(r *Result, det *detect.Detector) detect.Verdict {
+//
+// When processes of the job run vram's allocator, the series is their
+// allocated memory (at the samples that have it), not the driver's
+// figure: a cache that grows to its working set is no leak, memory the
+// program holds and never frees is. It returns the series' name.
+func leakVerdict(r *Result, det *detect.Detector) (detect.Verdict, string) {
 	end := len(r.Samples)
 	for end > 0 && r.Samples[end-1].Job == 0 {
 		end--
 	}
+	if r.Allocator != nil {
+		for end > 0 && !r.Samples[end-1].AllocKnown {
+			end--
+		}
+		for _, s := range r.Samples[:end] {
+			if s.AllocKnown {
+				det.Add(r.Start.Add(s.T), s.Allocated)
+			}
+		}
+		return det.Verdict(), "allocated"
+	}
 	for _, s := range r.Samples[:end] {
 		det.Add(r.Start.Add(s.T), s.Job)
 	}
-	return det.Verdict()
+	return det.Verdict(), "used"
 }
 
 // steadyState is the median of the window floors after warm-up. Windows

@@ -452,7 +452,7 @@ func TestJSONKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(csvOut.String()), "\n")
-	if lines[0] != "t_s,job_bytes,gpu0_job_bytes,gpu0_used_bytes" || len(lines) != len(res.Samples)+1 {
+	if lines[0] != "t_s,job_bytes,job_allocated_bytes,job_reserved_bytes,gpu0_job_bytes,gpu0_used_bytes" || len(lines) != len(res.Samples)+1 {
 		t.Errorf("CSV header %q, %d lines", lines[0], len(lines))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/gpu"
 )
 
@@ -43,22 +44,34 @@ type ProcMemory struct {
 	PID    int
 	Device int // position in Devices
 	Bytes  uint64
+	// Alloc is what vram's allocator inside the process publishes for
+	// this device (its statistics channel), nil when it does not run it.
+	// It is valid until the next Read.
+	Alloc *statchan.Figures
 }
 
 // gpuSource is a Source over a gpu.Host.
 type gpuSource struct {
 	devs []gpu.Device
 	info []Device
+	ch   gpu.ChannelReader
+	sim  bool
+	recs []statchan.Record
 }
 
 // NewGPUSource reads memory from h (NVML, or gpu's simulated host). The
 // devices' identities and totals are read once.
-func NewGPUSource(h gpu.Host) (Source, error) {
+func NewGPUSource(h gpu.Host) (Source, error) { return NewGPUSourceChannel(h, nil) }
+
+// NewGPUSourceChannel is NewGPUSource that also reads the statistics
+// channel of vram's allocator (ProcMemory.Alloc) through ch; nil reads
+// none.
+func NewGPUSourceChannel(h gpu.Host, ch gpu.ChannelReader) (Source, error) {
 	devs, err := h.Devices()
 	if err != nil {
 		return nil, fmt.Errorf("list GPUs: %w", err)
 	}
-	s := &gpuSource{devs: devs}
+	s := &gpuSource{devs: devs, ch: ch, sim: h.Info().Simulated}
 	for _, d := range devs {
 		id, err := d.Identity()
 		if err != nil {
@@ -84,6 +97,14 @@ func (s *gpuSource) Read(r *Reading) error {
 	}
 	r.Procs = r.Procs[:0]
 	var errs []error
+	var allocs gpu.AllocIndex
+	if s.ch != nil {
+		var err error
+		if s.recs, err = s.ch.Read(s.recs); err != nil {
+			errs = append(errs, err)
+		}
+		allocs = gpu.NewAllocIndex(s.recs, s.sim)
+	}
 	for i, d := range s.devs {
 		m, err := d.Memory()
 		if err != nil {
@@ -98,7 +119,11 @@ func (s *gpuSource) Read(r *Reading) error {
 		}
 		for _, p := range ps {
 			if p.MemoryKnown {
-				r.Procs = append(r.Procs, ProcMemory{PID: int(p.PID), Device: i, Bytes: p.Memory})
+				pm := ProcMemory{PID: int(p.PID), Device: i, Bytes: p.Memory}
+				if rec := allocs.Lookup(p.PID, s.info[i].Index, s.info[i].UUID); rec != nil {
+					pm.Alloc = &rec.Figures
+				}
+				r.Procs = append(r.Procs, pm)
 			}
 		}
 	}

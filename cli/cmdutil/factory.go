@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/job"
 	"github.com/vramhq/vram/proc"
@@ -34,6 +35,10 @@ type Factory struct {
 	LookupUser func(uid uint32) (string, error) // the host's user database
 	Getenv     func(string) (string, bool)      // os.LookupEnv
 	Hostname   func() (string, error)           // os.Hostname
+	// ChannelDir is the allocator statistics channel's directory
+	// (gpu.OpenOptions.ChannelDir): "" is $VRAM_CHANNEL_DIR or /dev/shm,
+	// "off" reads none.
+	ChannelDir string
 
 	// Now and Sleep are the clock.
 	Now   func() time.Time
@@ -86,8 +91,50 @@ func New() *Factory {
 			return []string{os.TempDir(), "."}
 		},
 	}
-	f.MemorySource = func() (job.Source, func(), error) { return gpuSource(f.OpenNVML) }
+	f.MemorySource = func() (job.Source, func(), error) { return gpuSource(f.OpenNVML, f.channel()) }
 	return f
+}
+
+// channel is the allocator statistics channel's reader for vram run and
+// vram fit (nil when off).
+func (f *Factory) channel() gpu.ChannelReader {
+	dir := f.ChannelDir
+	if dir == "" && f.Getenv != nil {
+		dir, _ = f.Getenv(statchan.EnvDir)
+	} else if dir == "" {
+		dir = os.Getenv(statchan.EnvDir)
+	}
+	if dir = statchan.DirFromEnv(dir); dir == "" {
+		return nil
+	}
+	return &statchan.Reader{Dir: dir, ProcRoot: f.ProcRoot}
+}
+
+// SimulatedSource is the memory source of vram run --simulate N: N
+// simulated GPUs that carry only the processes running libvram on its
+// simulated backend (VRAM_DEVICE=sim), read from the statistics channel.
+func (f *Factory) SimulatedSource(n int) (job.Source, func(), error) {
+	if n < 1 || n > MaxSimulate {
+		return nil, nil, Usagef("--simulate %d: must be between 1 and %d GPUs", n, MaxSimulate)
+	}
+	sim, err := gpu.NewSimChannelOnly(n, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch := f.channel()
+	if ch == nil {
+		return nil, nil, Usagef("--simulate needs the statistics channel, which %s=off turns off", statchan.EnvDir)
+	}
+	procs, err := gpu.NewProcFS(f.ProcRoot, f.LookupUser)
+	if err != nil {
+		return nil, nil, err
+	}
+	sim.AdoptChannel(ch, procs)
+	src, err := job.NewGPUSourceChannel(sim, f.channel())
+	if err != nil {
+		return nil, nil, err
+	}
+	return src, func() {}, nil
 }
 
 // SignalContext is signal.NotifyContext through f.Notify and f.Stop: ctx
@@ -110,7 +157,7 @@ func (f *Factory) SignalContext(parent context.Context, sig ...os.Signal) (ctx c
 }
 
 // gpuSource is the driver as a memory source.
-func gpuSource(openNVML func() (gpu.Host, error)) (job.Source, func(), error) {
+func gpuSource(openNVML func() (gpu.Host, error), ch gpu.ChannelReader) (job.Source, func(), error) {
 	if openNVML == nil {
 		openNVML = func() (gpu.Host, error) { return gpu.OpenNVML() }
 	}
@@ -118,7 +165,7 @@ func gpuSource(openNVML func() (gpu.Host, error)) (job.Source, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	src, err := job.NewGPUSource(h)
+	src, err := job.NewGPUSourceChannel(h, ch)
 	if err != nil {
 		h.Close()
 		return nil, nil, err

@@ -107,7 +107,7 @@ func (h *HostFlags) Open(f *Factory) (*Host, error) {
 	op, err := f.OpenHost(gpu.OpenOptions{
 		Simulate: h.Simulate, Seed: h.Seed, GPUs: h.GPUs, AllGPUs: h.AllGPUs, IdleWindow: h.IdleWindow,
 		OpenNVML: f.OpenNVML, ProcRoot: f.ProcRoot, LookupUser: f.LookupUser,
-		Getenv: f.Getenv, Hostname: f.Hostname, Now: f.Now,
+		Getenv: f.Getenv, Hostname: f.Hostname, Now: f.Now, ChannelDir: f.ChannelDir,
 	})
 	var ie *gpu.IndexError
 	switch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/cli"
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/cli/monitor"
@@ -47,6 +48,7 @@ func testEnv(vars map[string]string, open func() (gpu.Host, error)) *cmdutil.Fac
 	f.Now = func() time.Time { return fixtureNow }
 	f.Getenv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 	f.Hostname = func() (string, error) { return "node-7", nil }
+	f.ChannelDir = "off" // tests that read a channel name theirs
 	return f
 }
 
@@ -322,5 +324,51 @@ func TestTablesUseUnitsFormat(t *testing.T) {
 	}
 	if want := units.FormatBytes(30 << 30); !strings.Contains(out, want) {
 		t.Errorf("watch table does not show %q:\n%s", want, out)
+	}
+}
+
+// channelFixture is a statistics channel where PID 1000 of the fixture
+// (start time 60000 in gpu/testdata/proc) runs vram's allocator on the
+// mock's GPU 0, and PID 2000 published a file of another PID's start time
+// (a stale file: ignored).
+func channelFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	uuid := [16]byte{0, 0, 0xa1, 0, 0x11, 0x11, 0x22, 0x22, 0x33, 0x33, 0x44, 0x44, 0x55, 0x55, 0x66, 0x66}
+	for _, h := range []statchan.Header{
+		{PID: 1000, Device: 0, StartTicks: 60000, UUID: uuid, UUIDKnown: true, Backend: "cuda", Version: "test", Config: "page_mapped:true", Interval: 100 * time.Millisecond},
+		{PID: 2000, Device: 0, StartTicks: 1, UUID: uuid, UUIDKnown: true, Backend: "cuda"},
+	} {
+		w, err := statchan.Create(dir, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		w.Publish(statchan.Figures{Allocated: 7 << 30, AllocatedPeak: 9 << 30, Reserved: 10 << 30, ReservedPeak: 11 << 30,
+			Active: 7 << 30, ActivePeak: 9 << 30, InactiveSplit: 1 << 30, InactiveSplitPeak: 1 << 30, Requested: 7 << 30, RequestedPeak: 9 << 30,
+			FreeCached: 3 << 30, LargestFree: 2 << 30, Allocations: 120, Segments: 4, NumOOMs: 1, NumAllocRetries: 2,
+			Cap: 40 << 30, DeviceTotal: 80 << 30, MaxSplitSize: -1}, fixtureNow)
+	}
+	return dir
+}
+
+func TestStatusAllocatorGolden(t *testing.T) {
+	dir := channelFixture(t)
+	for _, tt := range []struct {
+		file string
+		args []string
+	}{
+		{"status_allocator.txt", []string{"status", "--gpu", "0"}},
+		{"status_allocator.json", []string{"status", "--gpu", "0", "--json"}},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			f := testEnv(nil, nil)
+			f.ChannelDir = dir
+			out, errs, code := run(t, f, tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			golden(t, tt.file, out)
+		})
 	}
 }

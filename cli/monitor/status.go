@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
@@ -146,14 +147,21 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 	if len(snap.Processes) == 0 {
 		fmt.Fprintln(w, "no processes hold GPU memory")
 	} else {
-		showContainer := false
+		showContainer, showAlloc := false, false
 		for _, p := range snap.Processes {
 			if p.Container.Runtime != "" {
 				showContainer = true
 			}
+			if p.Alloc != nil {
+				showAlloc = true
+			}
 		}
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		hdr := "PID\tUSER\tGPU\tMEMORY\tFLAGS\t"
+		hdr := "PID\tUSER\tGPU\tMEMORY\t"
+		if showAlloc {
+			hdr += "ALLOCATED\tRESERVED\tFRAG\t"
+		}
+		hdr += "FLAGS\t"
 		if showContainer {
 			hdr += "CONTAINER\t"
 		}
@@ -171,7 +179,11 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 			if user == "" {
 				user = "?"
 			}
-			row := fmt.Sprintf("%d\t%s\t%d\t%s\t%s\t", p.PID, user, p.Device, mem, flags)
+			row := fmt.Sprintf("%d\t%s\t%d\t%s\t", p.PID, user, p.Device, mem)
+			if showAlloc {
+				row += allocCells(p.Alloc)
+			}
+			row += flags + "\t"
 			if showContainer {
 				row += containerLabel(p.Container) + "\t"
 			}
@@ -185,6 +197,9 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 			fmt.Fprintln(tw, row+cmd)
 		}
 		tw.Flush()
+		if showAlloc {
+			fmt.Fprintln(w, allocLegend)
+		}
 	}
 	for _, d := range snap.Devices {
 		if d.Err == nil && d.Unattributed > 0 {
@@ -196,6 +211,23 @@ func writeStatusText(w io.Writer, s *session, snap *gpu.Snapshot, acc []gpu.Acco
 		writeAccountingText(w, acc, snap)
 	}
 	return nil
+}
+
+// allocLegend explains the allocator's columns under a table that has them.
+const allocLegend = "ALLOCATED, RESERVED, FRAG: vram's allocator inside the process (its statistics channel); FRAG is the share of RESERVED cached free outside the largest free block; - : not on vram's allocator"
+
+// allocCells are the ALLOCATED, RESERVED and FRAG cells of a process
+// ("-" for a process not on vram's allocator), tab-terminated.
+func allocCells(r *statchan.Record) string {
+	if r == nil {
+		return "-\t-\t-\t"
+	}
+	return units.FormatBytes(uint64(r.Allocated)) + "\t" + units.FormatBytes(uint64(r.Reserved)) + "\t" + fragText(r.Figures) + "\t"
+}
+
+// fragText is the fragmentation as a whole percentage.
+func fragText(f statchan.Figures) string {
+	return strconv.FormatFloat(100*f.Fragmentation(), 'f', 0, 64) + "%"
 }
 
 func containerLabel(c gpu.Container) string {
@@ -341,6 +373,44 @@ type processJSON struct {
 	Flags       []string       `json:"flags"`
 	SMPercent   *uint32        `json:"sm_percent,omitempty"`
 	MemPercent  *uint32        `json:"memory_util_percent,omitempty"`
+	// From vram's allocator inside the process; null when it is not on it.
+	AllocatedBytes *int64         `json:"allocated_bytes"`
+	ReservedBytes  *int64         `json:"reserved_bytes"`
+	Allocator      *AllocatorJSON `json:"allocator,omitempty"`
+}
+
+// AllocatorJSON is what the statistics channel says of one process on one
+// device, in the JSON of vram status and vram watch (docs/channel.md).
+type AllocatorJSON struct {
+	AllocatedBytes     int64   `json:"allocated_bytes"`
+	AllocatedPeak      int64   `json:"allocated_peak_bytes"`
+	ReservedBytes      int64   `json:"reserved_bytes"`
+	ReservedPeak       int64   `json:"reserved_peak_bytes"`
+	ActiveBytes        int64   `json:"active_bytes"`
+	InactiveSplitBytes int64   `json:"inactive_split_bytes"`
+	RequestedBytes     int64   `json:"requested_bytes"`
+	FreeCachedBytes    int64   `json:"free_cached_bytes"`
+	LargestFreeBlock   int64   `json:"largest_free_block_bytes"`
+	Fragmentation      float64 `json:"fragmentation"`
+	NumOOMs            int64   `json:"num_ooms"`
+	NumAllocRetries    int64   `json:"num_alloc_retries"`
+	CapBytes           int64   `json:"cap_bytes"`
+	Device             int     `json:"device"` // the ordinal inside the process
+	Backend            string  `json:"backend"`
+	Config             string  `json:"config"`
+	Version            string  `json:"version"`
+	Updated            string  `json:"updated"`
+}
+
+// AllocatorJSONOf is r in JSON terms; nil for nil.
+func AllocatorJSONOf(r *statchan.Record) *AllocatorJSON {
+	if r == nil {
+		return nil
+	}
+	return &AllocatorJSON{AllocatedBytes: r.Allocated, AllocatedPeak: r.AllocatedPeak, ReservedBytes: r.Reserved, ReservedPeak: r.ReservedPeak,
+		ActiveBytes: r.Active, InactiveSplitBytes: r.InactiveSplit, RequestedBytes: r.Requested, FreeCachedBytes: r.FreeCached,
+		LargestFreeBlock: r.LargestFree, Fragmentation: r.Fragmentation(), NumOOMs: r.NumOOMs, NumAllocRetries: r.NumAllocRetries,
+		CapBytes: r.Cap, Device: r.Device, Backend: r.Backend, Config: r.Config, Version: r.Version, Updated: r.Updated.UTC().Format(time.RFC3339Nano)}
 }
 
 type accountingJSON struct {
@@ -418,6 +488,10 @@ func statusJSONOf(s *session, snap *gpu.Snapshot, acc []gpu.AccountingDevice, wa
 			sm, mu := p.SM, p.MemUtil
 			pj.SMPercent, pj.MemPercent = &sm, &mu
 		}
+		if r := p.Alloc; r != nil {
+			a, res := r.Allocated, r.Reserved
+			pj.AllocatedBytes, pj.ReservedBytes, pj.Allocator = &a, &res, AllocatorJSONOf(r)
+		}
 		out.Processes = append(out.Processes, pj)
 	}
 	if wantAcc {
@@ -447,7 +521,7 @@ func statusJSONOf(s *session, snap *gpu.Snapshot, acc []gpu.AccountingDevice, wa
 }
 
 // CSV: one table, the record column says what a row is.
-var statusCSVHeader = []string{"time", "simulated", "record", "gpu", "uuid", "name", "pid", "user", "memory_bytes", "total_bytes", "used_bytes", "free_bytes", "reserved_bytes", "flags", "container_id", "command"}
+var statusCSVHeader = []string{"time", "simulated", "record", "gpu", "uuid", "name", "pid", "user", "memory_bytes", "total_bytes", "used_bytes", "free_bytes", "reserved_bytes", "flags", "container_id", "command", "allocated_bytes", "allocator_reserved_bytes"}
 
 func writeStatusCSV(w io.Writer, snap *gpu.Snapshot) error {
 	cw := csv.NewWriter(w)
@@ -463,18 +537,22 @@ func writeStatusCSV(w io.Writer, snap *gpu.Snapshot) error {
 		if d.Memory.ReservedKnown {
 			res = u(d.Memory.Reserved)
 		}
-		_ = cw.Write([]string{t, sim, "device", strconv.Itoa(d.Index), d.UUID, d.Name, "", "", u(d.Memory.Used), u(d.Memory.Total), u(d.Memory.Used), u(d.Memory.Free), res, "", "", ""})
+		_ = cw.Write([]string{t, sim, "device", strconv.Itoa(d.Index), d.UUID, d.Name, "", "", u(d.Memory.Used), u(d.Memory.Total), u(d.Memory.Used), u(d.Memory.Free), res, "", "", "", "", ""})
 	}
 	for _, p := range snap.Processes {
 		mem := ""
 		if p.MemoryKnown {
 			mem = u(p.Memory)
 		}
-		_ = cw.Write([]string{t, sim, "process", strconv.Itoa(p.Device), p.DeviceUUID, "", strconv.FormatUint(uint64(p.PID), 10), gpu.Printable(p.User), mem, "", "", "", "", strings.Join(p.Flags.Names(), ";"), p.Container.ID, p.DisplayCommand()})
+		alloc, res := "", ""
+		if r := p.Alloc; r != nil {
+			alloc, res = strconv.FormatInt(r.Allocated, 10), strconv.FormatInt(r.Reserved, 10)
+		}
+		_ = cw.Write([]string{t, sim, "process", strconv.Itoa(p.Device), p.DeviceUUID, "", strconv.FormatUint(uint64(p.PID), 10), gpu.Printable(p.User), mem, "", "", "", "", strings.Join(p.Flags.Names(), ";"), p.Container.ID, p.DisplayCommand(), alloc, res})
 	}
 	for _, d := range snap.Devices {
 		if d.Err == nil {
-			_ = cw.Write([]string{t, sim, "unattributed", strconv.Itoa(d.Index), d.UUID, "", "", "", u(d.Unattributed), "", "", "", "", "", "", ""})
+			_ = cw.Write([]string{t, sim, "unattributed", strconv.Itoa(d.Index), d.UUID, "", "", "", u(d.Unattributed), "", "", "", "", "", "", "", "", ""})
 		}
 	}
 	cw.Flush()

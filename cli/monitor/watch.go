@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/jsonstr"
@@ -229,9 +230,15 @@ func (p *watchPrinter) header() error {
 			b = append(b, ' ')
 			b = padLeft(append(b, c.name...), len(b), c.width)
 		}
+		if p.processes {
+			for _, name := range [2]string{"ALLOCATED", "RESERVED"} {
+				b = append(b, ' ')
+				b = padLeft(append(b, name...), len(b), colBytes)
+			}
+		}
 		b = append(b, '\n')
 	case "csv":
-		b = append(b, "time,simulated,gpu,pid,used_bytes,min_bytes,max_bytes,mean_bytes,samples,total_bytes\n"...)
+		b = append(b, "time,simulated,gpu,pid,used_bytes,min_bytes,max_bytes,mean_bytes,samples,total_bytes,allocated_bytes,allocator_reserved_bytes\n"...)
 	}
 	p.buf = b
 	if len(b) == 0 {
@@ -258,7 +265,7 @@ func (p *watchPrinter) print(iv *gpu.Interval) error {
 }
 
 func (p *watchPrinter) table(b []byte, iv *gpu.Interval) []byte {
-	row := func(b []byte, gpuIdx int, pid int64, st *gpu.Stat) []byte {
+	row := func(b []byte, gpuIdx int, pid int64, st *gpu.Stat, alloc *statchan.Record) []byte {
 		b = padRight(iv.End.AppendFormat(b, tableTime), len(b), colTime)
 		b = append(b, ' ')
 		b = padLeft(strconv.AppendInt(b, int64(gpuIdx), 10), len(b), colGPU)
@@ -276,26 +283,54 @@ func (p *watchPrinter) table(b []byte, iv *gpu.Interval) []byte {
 		}
 		b = append(b, ' ')
 		b = padLeft(strconv.AppendInt(b, int64(st.N), 10), len(b), colSamples)
+		if p.processes {
+			for _, v := range [2]int64{allocOf(alloc), reservedOf(alloc)} {
+				b = append(b, ' ')
+				start := len(b)
+				if v < 0 {
+					b = append(b, '-')
+				} else {
+					b = units.AppendBytes(b, uint64(v))
+				}
+				b = padLeft(b, start, colBytes)
+			}
+		}
 		return append(b, '\n')
 	}
 	for i := range iv.Devices {
 		if d := &iv.Devices[i]; d.Used.N > 0 {
-			b = row(b, d.Index, -1, &d.Used)
+			b = row(b, d.Index, -1, &d.Used, nil)
 		}
 	}
 	for i := range iv.Processes {
 		if ps := &iv.Processes[i]; p.keep(ps) {
-			b = row(b, ps.Process.Device, int64(ps.Process.PID), &ps.Memory)
+			b = row(b, ps.Process.Device, int64(ps.Process.PID), &ps.Memory, ps.Process.Alloc)
 		}
 	}
 	return b
+}
+
+// allocOf and reservedOf are a channel record's allocated and reserved
+// bytes, -1 without a record.
+func allocOf(r *statchan.Record) int64 {
+	if r == nil {
+		return -1
+	}
+	return r.Allocated
+}
+
+func reservedOf(r *statchan.Record) int64 {
+	if r == nil {
+		return -1
+	}
+	return r.Reserved
 }
 
 // csv writes rows the way encoding/csv would: no field of these rows
 // needs quoting (numbers, a time, a boolean, empty fields).
 func (p *watchPrinter) csv(b []byte, iv *gpu.Interval) []byte {
 	// pid < 0: a device row (empty pid); device rows carry the total.
-	row := func(b []byte, gpuIdx int, pid int64, st *gpu.Stat, total uint64) []byte {
+	row := func(b []byte, gpuIdx int, pid int64, st *gpu.Stat, total uint64, alloc *statchan.Record) []byte {
 		b = iv.End.AppendFormat(b, timeFormat)
 		b = append(b, ',')
 		b = strconv.AppendBool(b, iv.Simulated)
@@ -315,16 +350,22 @@ func (p *watchPrinter) csv(b []byte, iv *gpu.Interval) []byte {
 		if pid < 0 {
 			b = strconv.AppendUint(b, total, 10)
 		}
+		for _, v := range [2]int64{allocOf(alloc), reservedOf(alloc)} {
+			b = append(b, ',')
+			if v >= 0 {
+				b = strconv.AppendInt(b, v, 10)
+			}
+		}
 		return append(b, '\n')
 	}
 	for i := range iv.Devices {
 		if d := &iv.Devices[i]; d.Used.N > 0 {
-			b = row(b, d.Index, -1, &d.Used, d.Total)
+			b = row(b, d.Index, -1, &d.Used, d.Total, nil)
 		}
 	}
 	for i := range iv.Processes {
 		if ps := &iv.Processes[i]; p.keep(ps) {
-			b = row(b, ps.Process.Device, int64(ps.Process.PID), &ps.Memory, 0)
+			b = row(b, ps.Process.Device, int64(ps.Process.PID), &ps.Memory, 0, ps.Process.Alloc)
 		}
 	}
 	return b
@@ -399,9 +440,21 @@ func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
 			}
 			b = jsonstr.Append(b, name)
 		}
-		b = append(b, "]}"...)
+		b = append(b, `],"allocated_bytes":`...)
+		b = appendJSONInt(b, allocOf(pr.Alloc))
+		b = append(b, `,"reserved_bytes":`...)
+		b = appendJSONInt(b, reservedOf(pr.Alloc))
+		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
+}
+
+// appendJSONInt appends v, or null for a negative v.
+func appendJSONInt(b []byte, v int64) []byte {
+	if v < 0 {
+		return append(b, "null"...)
+	}
+	return strconv.AppendInt(b, v, 10)
 }
 
 func appendStatJSON(b []byte, st *gpu.Stat) []byte {

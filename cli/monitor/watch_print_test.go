@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/gpu"
 )
 
@@ -50,6 +51,8 @@ func printIntervals() []*gpu.Interval {
 			{Process: proc(4000000000, 0, "bob\xff", []string{"caf\xc3\xa9", "\xe2\x28\xa1"}, "x", gpu.FlagOrphaned|gpu.FlagNoPermission|gpu.FlagZombie), Memory: stat(3*gib, gib, 2*gib)},
 		},
 	}
+	// PID 446 runs vram's allocator.
+	a.Processes[0].Process.Alloc = &statchan.Record{Figures: statchan.Figures{Allocated: 3 * gib, Reserved: 4*gib + 512*mib}}
 	b := &gpu.Interval{
 		Start: a.End, End: a.End.Add(10*time.Millisecond + 999*time.Microsecond), MemorySamples: 2,
 		Devices: []gpu.DeviceStat{

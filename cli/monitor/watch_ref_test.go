@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/internal/units"
 )
@@ -30,39 +31,55 @@ func refPrint(w io.Writer, format string, processes bool, pids []uint32, info gp
 		if info.Simulated {
 			fmt.Fprintf(w, "# SIMULATED HOST (seed %d): synthetic GPUs and processes\n", info.SimSeed)
 		}
-		fmt.Fprintf(w, "%-12s %4s %8s %11s %11s %11s %11s %7s\n", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
-		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat) {
-			fmt.Fprintf(w, "%-12s %4d %8s %11s %11s %11s %11s %7d\n", t.Format("15:04:05.000"), gpuIdx, pid,
+		fmt.Fprintf(w, "%-12s %4s %8s %11s %11s %11s %11s %7s", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
+		if processes {
+			fmt.Fprintf(w, " %11s %11s", "ALLOCATED", "RESERVED")
+		}
+		fmt.Fprintln(w)
+		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat, alloc *statchan.Record) {
+			fmt.Fprintf(w, "%-12s %4d %8s %11s %11s %11s %11s %7d", t.Format("15:04:05.000"), gpuIdx, pid,
 				units.FormatBytes(st.Last), units.FormatBytes(st.Min), units.FormatBytes(st.Max), units.FormatBytes(st.Mean()), st.N)
+			if processes {
+				a, r := "-", "-"
+				if alloc != nil {
+					a, r = units.FormatBytes(uint64(alloc.Allocated)), units.FormatBytes(uint64(alloc.Reserved))
+				}
+				fmt.Fprintf(w, " %11s %11s", a, r)
+			}
+			fmt.Fprintln(w)
 		}
 		for _, iv := range ivs {
 			for _, d := range iv.Devices {
 				if d.Used.N > 0 {
-					row(iv.End, d.Index, "-", d.Used)
+					row(iv.End, d.Index, "-", d.Used, nil)
 				}
 			}
 			for _, p := range iv.Processes {
 				if keep(p) {
-					row(iv.End, p.Process.Device, strconv.FormatUint(uint64(p.Process.PID), 10), p.Memory)
+					row(iv.End, p.Process.Device, strconv.FormatUint(uint64(p.Process.PID), 10), p.Memory, p.Process.Alloc)
 				}
 			}
 		}
 	case "csv":
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"time", "simulated", "gpu", "pid", "used_bytes", "min_bytes", "max_bytes", "mean_bytes", "samples", "total_bytes"})
+		_ = cw.Write([]string{"time", "simulated", "gpu", "pid", "used_bytes", "min_bytes", "max_bytes", "mean_bytes", "samples", "total_bytes", "allocated_bytes", "allocator_reserved_bytes"})
 		u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 		for _, iv := range ivs {
 			sim := strconv.FormatBool(iv.Simulated)
 			t := iv.End.Format(timeFormat)
 			for _, d := range iv.Devices {
 				if d.Used.N > 0 {
-					_ = cw.Write([]string{t, sim, strconv.Itoa(d.Index), "", u(d.Used.Last), u(d.Used.Min), u(d.Used.Max), u(d.Used.Mean()), strconv.Itoa(d.Used.N), u(d.Total)})
+					_ = cw.Write([]string{t, sim, strconv.Itoa(d.Index), "", u(d.Used.Last), u(d.Used.Min), u(d.Used.Max), u(d.Used.Mean()), strconv.Itoa(d.Used.N), u(d.Total), "", ""})
 				}
 			}
 			for _, p := range iv.Processes {
 				if keep(p) {
 					m := p.Memory
-					_ = cw.Write([]string{t, sim, strconv.Itoa(p.Process.Device), u(uint64(p.Process.PID)), u(m.Last), u(m.Min), u(m.Max), u(m.Mean()), strconv.Itoa(m.N), ""})
+					a, r := "", ""
+					if al := p.Process.Alloc; al != nil {
+						a, r = strconv.FormatInt(al.Allocated, 10), strconv.FormatInt(al.Reserved, 10)
+					}
+					_ = cw.Write([]string{t, sim, strconv.Itoa(p.Process.Device), u(uint64(p.Process.PID)), u(m.Last), u(m.Min), u(m.Max), u(m.Mean()), strconv.Itoa(m.N), "", a, r})
 				}
 			}
 		}
@@ -114,7 +131,9 @@ type watchProcess struct {
 	User    string `json:"user,omitempty"`
 	Command string `json:"command,omitempty"`
 	statJSON
-	Flags []string `json:"flags"`
+	Flags          []string `json:"flags"`
+	AllocatedBytes *int64   `json:"allocated_bytes"`
+	ReservedBytes  *int64   `json:"reserved_bytes"`
 }
 
 func statOf(s gpu.Stat) statJSON {
@@ -122,7 +141,12 @@ func statOf(s gpu.Stat) statJSON {
 }
 
 func watchProcessJSON(p gpu.ProcessStat) watchProcess {
-	return watchProcess{PID: p.Process.PID, GPU: p.Process.Device, User: p.Process.User, Command: p.Process.Command(), statJSON: statOf(p.Memory), Flags: p.Process.Flags.Names()}
+	w := watchProcess{PID: p.Process.PID, GPU: p.Process.Device, User: p.Process.User, Command: p.Process.Command(), statJSON: statOf(p.Memory), Flags: p.Process.Flags.Names()}
+	if r := p.Process.Alloc; r != nil {
+		a, res := r.Allocated, r.Reserved
+		w.AllocatedBytes, w.ReservedBytes = &a, &res
+	}
+	return w
 }
 
 func watchJSONOf(iv *gpu.Interval, interval time.Duration) watchLine {
@@ -176,6 +200,10 @@ func randomIntervals(rng *rand.Rand, n int) []*gpu.Interval {
 			p := gpu.Process{PID: uint32(rng.Int63n(1 << 32)), Device: rng.Intn(100000), User: str(), Comm: str(), Flags: gpu.Flags(rng.Intn(64))}
 			for range rng.Intn(4) {
 				p.Cmdline = append(p.Cmdline, str())
+			}
+			if rng.Intn(2) == 0 {
+				a := int64(size() >> 2)
+				p.Alloc = &statchan.Record{Figures: statchan.Figures{Allocated: a, Reserved: a + int64(size()>>2)}}
 			}
 			iv.Processes = append(iv.Processes, gpu.ProcessStat{Process: p, Memory: stat()})
 		}

@@ -101,7 +101,7 @@ func runFit(fac *cmdutil.Factory, cmd *cobra.Command, f *fitFlags, args []string
 		return bad(err)
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	s := open(fac, stderr, cmd.InOrStdin())
+	s := open(fac, &f.common, stderr, cmd.InOrStdin())
 	defer s.close()
 	trial := s.spec(&f.common, cmd, nil)
 	cleanup, err := f.useAllocator(&trial, job.Limit{})

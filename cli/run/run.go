@@ -43,6 +43,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 // common are the flags run and fit share.
 type common struct {
+	simulate  int
 	interval  time.Duration
 	grace     time.Duration
 	json      bool
@@ -53,6 +54,7 @@ type common struct {
 func (c *common) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.DurationVar(&c.interval, "interval", job.DefaultInterval, "sampling interval of GPU memory (10ms to 10s)")
+	fl.IntVar(&c.simulate, "simulate", 0, "watch `N` simulated GPUs instead of the driver: they carry the job's processes that run libvram on its simulated device (VRAM_DEVICE=sim, which this flag sets); for tests and demos without a GPU")
 	fl.DurationVar(&c.grace, "grace", job.DefaultGrace, "time between SIGTERM and SIGKILL when vram ends a job")
 	fl.BoolVar(&c.json, "json", false, "write the result as JSON to stdout (after the job's own output)")
 	fl.StringVar(&c.jsonFile, "json-file", "", "write the result as JSON to `FILE`")
@@ -66,6 +68,9 @@ func (c *common) check() error {
 	}
 	if c.grace <= 0 {
 		return cmdutil.Usagef("--grace %v: must be positive", c.grace)
+	}
+	if c.simulate < 0 || c.simulate > cmdutil.MaxSimulate {
+		return cmdutil.Usagef("--simulate %d: must be between 1 and %d GPUs (0: the real driver)", c.simulate, cmdutil.MaxSimulate)
 	}
 	return cmdutil.Usage(c.allocator.check())
 }
@@ -111,12 +116,16 @@ type session struct {
 	procs   gpu.ProcSource // nil: /proc cannot be read
 }
 
-func open(f *cmdutil.Factory, stderr io.Writer, stdin io.Reader) *session {
+func open(f *cmdutil.Factory, c *common, stderr io.Writer, stdin io.Reader) *session {
 	s := &session{f: f}
 	if p, err := gpu.NewProcFS(f.ProcRoot, f.LookupUser); err == nil {
 		s.procs = p
 	}
-	src, closeFn, err := f.MemorySource()
+	source := f.MemorySource
+	if c.simulate > 0 {
+		source = func() (job.Source, func(), error) { return f.SimulatedSource(c.simulate) }
+	}
+	src, closeFn, err := source()
 	if err != nil {
 		s.note = err.Error()
 		fmt.Fprintf(stderr, "vram: memory figures unavailable: %v; the command still runs, and its exit status and out-of-memory messages are still read\n", err)
@@ -151,11 +160,38 @@ func (s *session) close() {
 }
 
 func (s *session) spec(c *common, cmd *cobra.Command, args []string) job.Spec {
+	var env []string
+	if c.simulate > 0 {
+		env = simulatedEnv(os.Environ(), s.src)
+	}
 	return job.Spec{
+		Env:  env,
 		Args: args, Stdin: cmd.InOrStdin(), Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Warn: cmd.ErrOrStderr(),
 		Source: s.src, SourceNote: s.note, Procs: s.procs, Interval: c.interval, Grace: c.grace,
 		Signals: s.relay, Subreaper: s.f.Subreaper,
 	}
+}
+
+// simulatedEnv is the job's environment under --simulate: libvram on its
+// simulated device, as large as the simulated GPU's usable memory, unless
+// the environment says otherwise.
+func simulatedEnv(base []string, src job.Source) []string {
+	env := append([]string(nil), base...)
+	has := func(k string) bool {
+		for _, kv := range base {
+			if strings.HasPrefix(kv, k+"=") {
+				return true
+			}
+		}
+		return false
+	}
+	if !has("VRAM_DEVICE") {
+		env = append(env, "VRAM_DEVICE=sim")
+	}
+	if !has("VRAM_SIM_CAPACITY") && src != nil && len(src.Devices()) > 0 {
+		env = append(env, "VRAM_SIM_CAPACITY="+strconv.FormatUint(src.Devices()[0].Usable(), 10))
+	}
+	return env
 }
 
 // startError turns a failure to start the command into the shell's status.
@@ -274,7 +310,7 @@ func runRun(fac *cmdutil.Factory, cmd *cobra.Command, f *runFlags, args []string
 		return cmdutil.Usage(err)
 	}
 	stderr := cmd.ErrOrStderr()
-	s := open(fac, stderr, cmd.InOrStdin())
+	s := open(fac, &f.common, stderr, cmd.InOrStdin())
 	defer s.close()
 	if limit.Set() && s.src == nil {
 		fmt.Fprintln(stderr, "vram: --limit cannot be enforced without memory figures")

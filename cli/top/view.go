@@ -182,6 +182,9 @@ func (m Model) mainLines() []string {
 	lines = append(lines, "")
 	rows := m.rows()
 	cols := columnsFor(m.width)
+	for _, p := range m.snap.Processes {
+		cols.alloc = cols.alloc || p.Alloc != nil
+	}
 	lines = append(lines, stHeading.Render(padRight(m.tableHeader(cols), m.width)))
 	sel := m.selected(rows)
 	start := 0
@@ -358,7 +361,9 @@ func sparkline(pts []point, capacity, w int) string {
 
 // Table columns. Narrow terminals drop the sparkline first, then the
 // growth rate, then the user.
-type columns struct{ spark, growth, user bool }
+// alloc (ALLOC, RSVD, FRAG: vram's allocator inside the process) is shown
+// when some process runs it.
+type columns struct{ spark, growth, user, alloc bool }
 
 func columnsFor(w int) columns {
 	return columns{spark: w >= 110, growth: w >= 90, user: w >= 75}
@@ -384,6 +389,9 @@ func (m Model) tableHeader(c columns) string {
 		h += fmt.Sprintf(" %-10s", arrow(sortUser, "USER"))
 	}
 	h += fmt.Sprintf(" %3s %9s", "GPU", arrow(sortMemory, "MEM"))
+	if c.alloc {
+		h += fmt.Sprintf(" %9s %9s %4s", "ALLOC", "RSVD", "FRAG")
+	}
 	if c.spark {
 		h += fmt.Sprintf(" %-*s", sparkW, "HISTORY")
 	}
@@ -415,6 +423,13 @@ func (m Model) rowLine(r row, c columns, selected bool) string {
 		mem = gib(p.Memory)
 	}
 	fmt.Fprintf(&b, " %3d %9s", p.Device, mem)
+	if c.alloc {
+		if a := p.Alloc; a != nil {
+			fmt.Fprintf(&b, " %9s %9s %3.0f%%", gib(uint64(a.Allocated)), gib(uint64(a.Reserved)), 100*a.Fragmentation())
+		} else {
+			fmt.Fprintf(&b, " %9s %9s %4s", "-", "-", "-")
+		}
+	}
 	plain := b.String()
 	var rest strings.Builder
 	if c.spark {
@@ -660,6 +675,11 @@ func (m Model) detailLines() []string {
 			mem = gib(q.Memory)
 		}
 		lines = append(lines, fmt.Sprintf("  GPU %d %s: %s%s · %s", q.Device, name, mem, util, g))
+		if a := q.Alloc; a != nil {
+			lines = append(lines, fmt.Sprintf("    vram allocator: allocated %s (peak %s) · reserved %s (peak %s) · largest free block %s · fragmentation %.0f%% · OOMs %d · retries %d",
+				gib(uint64(a.Allocated)), gib(uint64(a.AllocatedPeak)), gib(uint64(a.Reserved)), gib(uint64(a.ReservedPeak)),
+				gib(uint64(a.LargestFree)), 100*a.Fragmentation(), a.NumOOMs, a.NumAllocRetries))
+		}
 	}
 	var pts []point
 	if ph := m.hist.proc[m.detail]; ph != nil {

@@ -47,14 +47,20 @@ func TestCallers(t *testing.T) {
 			run.Env = append(run.Env, kv)
 		}
 	}
+	channel := t.TempDir()
+	run.Env = append(run.Env, "VRAM_CHANNEL_DIR="+channel)
 	out, err := run.CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("driver: %v", err)
 	}
-	for _, want := range []string{"ok malloc", "ok out of memory throws", "ok 8 threads", "ok fork", "ok errors"} {
+	for _, want := range []string{"ok malloc", "ok out of memory throws", "ok 8 threads", "ok fork", "ok channel", "ok errors"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("driver output lacks %q", want)
 		}
+	}
+	// The driver's exit removed its channel file.
+	if left, _ := filepath.Glob(filepath.Join(channel, "*")); len(left) != 0 {
+		t.Errorf("the channel's files outlived the process: %v", left)
 	}
 }

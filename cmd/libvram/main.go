@@ -22,6 +22,14 @@
 // RuntimeError beginning "CUDA out of memory.". The design of what lies behind the cgo boundary
 // is in package internal/libvram.
 //
+// # Statistics channel
+//
+// Each device's allocator publishes its figures in a file in shared
+// memory (package alloc/statchan; docs/channel.md), from a background
+// goroutine: vram status, top, run and serve read them. The shim removes
+// the files at exit (a destructor that runs only in the process that made
+// them); VRAM_CHANNEL_DIR=off turns the channel off.
+//
 // # Fork
 //
 // A Go runtime does not survive fork: the child keeps only the forking
@@ -60,9 +68,28 @@ var (
 	hostErr  error
 )
 
-// getHost returns the process's Host, made from the environment on first use.
+// getHost returns the process's Host, made from the environment on first
+// use, with its statistics channel (VRAM_CHANNEL_DIR) on.
 func getHost() (*libvram.Host, error) {
-	hostOnce.Do(func() { host, hostErr = libvram.NewFromEnv(getenv) })
+	hostOnce.Do(func() {
+		host, hostErr = libvram.NewFromEnv(getenv)
+		if hostErr != nil {
+			return
+		}
+		opt, err := libvram.ChannelFromEnv(getenv)
+		if err == nil {
+			opt.Created = func(p string) { C.vram_shim_channel_add(C.CString(p)) }
+			opt.Removed = func(p string) {
+				cs := C.CString(p)
+				C.vram_shim_channel_forget(cs)
+				C.free(unsafe.Pointer(cs))
+			}
+			err = host.EnableChannel(opt)
+		}
+		if err != nil {
+			host, hostErr = nil, err
+		}
+	})
 	return host, hostErr
 }
 

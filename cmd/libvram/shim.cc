@@ -9,6 +9,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <stdexcept>
@@ -153,6 +154,28 @@ void free_impl(void *ptr, int device) {
   while (!defer_free((uintptr_t)ptr, device)) flush();
 }
 
+// The statistics channel's files (one per device), removed at exit: a Go
+// library sees no exit, the C library runs this destructor at exit() and
+// at dlclose. Only the process that made the files removes them: a forked
+// child that exits runs destructors too.
+pthread_mutex_t channel_mu = PTHREAD_MUTEX_INITIALIZER;
+char *channel_paths[64];
+pid_t channel_owner = 0;
+
+__attribute__((destructor)) void remove_channel_files() {
+  pthread_mutex_lock(&channel_mu);
+  if (channel_owner == getpid()) {
+    for (char *&p : channel_paths) {
+      if (p != nullptr) {
+        unlink(p);
+        free(p);
+        p = nullptr;
+      }
+    }
+  }
+  pthread_mutex_unlock(&channel_mu);
+}
+
 }  // namespace
 
 extern "C" {
@@ -161,6 +184,31 @@ void vram_shim_set_error(char *msg, int oom) {
   free(last_error);
   last_error = msg;
   last_oom = oom;
+}
+
+void vram_shim_channel_add(char *path) {
+  pthread_mutex_lock(&channel_mu);
+  channel_owner = getpid();
+  for (char *&p : channel_paths) {
+    if (p == nullptr) {
+      p = path;
+      path = nullptr;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&channel_mu);
+  free(path);  // no room: more files than devices, which cannot happen
+}
+
+void vram_shim_channel_forget(const char *path) {
+  pthread_mutex_lock(&channel_mu);
+  for (char *&p : channel_paths) {
+    if (p != nullptr && strcmp(p, path) == 0) {
+      free(p);
+      p = nullptr;
+    }
+  }
+  pthread_mutex_unlock(&channel_mu);
 }
 
 const char *vram_last_error(void) { return last_error ? last_error : ""; }

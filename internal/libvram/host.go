@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/alloc/cudadev"
@@ -38,7 +39,11 @@ type Host struct {
 	devs [MaxDevices]atomic.Pointer[alloc.Allocator]
 	keep keeper
 
+	// uuid gives a device's UUID for the statistics channel (nil: none).
+	uuid func(device int) ([16]byte, bool)
+
 	mu      sync.Mutex // guards what follows, and the creation of allocators
+	ch      *channel   // the statistics channel; nil when off
 	conf    alloc.Config
 	started bool
 	caps    [MaxDevices]capSetting // SetCap calls made before the device's allocator exists
@@ -68,7 +73,9 @@ func NewFromEnv(getenv func(string) string) (*Host, error) {
 	}
 	switch dev := getenv(EnvDevice); dev {
 	case "", "cuda":
-		return New(openCUDA, "cuda", conf), nil
+		h := New(openCUDA, "cuda", conf)
+		h.uuid = cudaUUID
+		return h, nil
 	case "sim":
 		capacity := uint64(sim.DefaultCapacity)
 		if s := getenv(EnvSimCapacity); s != "" {
@@ -129,6 +136,13 @@ func (h *Host) allocator(device int) (*alloc.Allocator, error) {
 	}
 	h.started = true
 	h.devs[device].Store(a)
+	if h.ch != nil {
+		var total uint64
+		if _, t, err := dev.MemInfo(); err == nil {
+			total = t
+		}
+		h.ch.add(h, device, a, total)
+	}
 	return a, nil
 }
 
@@ -155,6 +169,7 @@ func (h *Host) Malloc(size uint64, device int, s alloc.Stream) (uint64, error) {
 	if err != nil {
 		var oom *alloc.OutOfMemoryError
 		if errors.As(err, &oom) {
+			h.publishNow(device) // the error's figures, before the framework reacts
 			return 0, &OutOfMemoryError{Device: device, Err: oom}
 		}
 		return 0, fmt.Errorf("vram: allocating %s on device %d: %w", units.FormatBytes(size), device, err)
@@ -276,6 +291,9 @@ func (h *Host) setCap(device int, change func(*capSetting)) error {
 		if err := h.applyCapLocked(a, c); err != nil {
 			return fmt.Errorf("vram: device %d: %w", device, err)
 		}
+		if cd := h.ch.device(device); cd != nil {
+			defer cd.publish(time.Now())
+		}
 	}
 	h.caps[device] = c
 	return nil
@@ -315,6 +333,7 @@ func (h *Host) each(device int, f func(d int, a *alloc.Allocator) error) error {
 
 // EmptyCache releases the cached memory of device (< 0: every device).
 func (h *Host) EmptyCache(device int) error {
+	defer h.publishNow(device)
 	return h.each(device, func(d int, a *alloc.Allocator) error {
 		if _, err := a.EmptyCache(); err != nil {
 			return fmt.Errorf("vram: empty_cache on device %d: %w", d, err)
@@ -325,11 +344,13 @@ func (h *Host) EmptyCache(device int) error {
 
 // ResetPeakStats resets the peaks of device (< 0: every device).
 func (h *Host) ResetPeakStats(device int) error {
+	defer h.publishNow(device)
 	return h.each(device, func(_ int, a *alloc.Allocator) error { a.ResetPeakStats(); return nil })
 }
 
 // ResetAccumulatedStats resets the accumulated counts of device (< 0: every device).
 func (h *Host) ResetAccumulatedStats(device int) error {
+	defer h.publishNow(device)
 	return h.each(device, func(_ int, a *alloc.Allocator) error { a.ResetAccumulatedStats(); return nil })
 }
 
@@ -388,6 +409,10 @@ type Info struct {
 	PID     int    `json:"pid"`
 	Devices []int  `json:"devices"`
 	Config  string `json:"config"`
+	// Channel lists the statistics channel's files; ChannelError says
+	// why one could not be made.
+	Channel      []string `json:"channel"`
+	ChannelError string   `json:"channel_error,omitempty"`
 }
 
 // Info returns the library's version, backend, devices and settings.
@@ -396,7 +421,12 @@ func (h *Host) Info() Info {
 	if devs == nil {
 		devs = []int{}
 	}
-	return Info{Version: Version(), Backend: h.backend, PID: os.Getpid(), Devices: devs, Config: h.Config()}
+	paths, problem := h.ChannelPaths()
+	if paths == nil {
+		paths = []string{}
+	}
+	return Info{Version: Version(), Backend: h.backend, PID: os.Getpid(), Devices: devs, Config: h.Config(),
+		Channel: paths, ChannelError: problem}
 }
 
 // Version is the module version and VCS revision of the build.

@@ -111,7 +111,7 @@ class AllocTest(LibraryTest):
     def test_info(self):
         vram.malloc(512, device=DEV_BASIC)
         info = vram.info()
-        self.assertEqual(set(info), {"version", "backend", "pid", "devices", "config"})
+        self.assertEqual(set(info) - {"channel_error"}, {"version", "backend", "pid", "devices", "config", "channel"})
         self.assertEqual(info["backend"], "sim")
         self.assertEqual(vram.backend(), "sim")
         self.assertEqual(info["pid"], os.getpid())
@@ -119,6 +119,13 @@ class AllocTest(LibraryTest):
         self.assertIsInstance(vram.version(), str)
         self.assertTrue(vram.version())
         self.assertEqual(info["config"], vram.config())
+        # The statistics channel (docs/channel.md): one 0600 file per device
+        # with an allocator, unless VRAM_CHANNEL_DIR=off or it could not be made.
+        if "channel_error" not in info and os.environ.get("VRAM_CHANNEL_DIR") != "off":
+            name = "vram-stats.%d.%d" % (os.getpid(), DEV_BASIC)
+            paths = [p for p in info["channel"] if os.path.basename(p) == name]
+            self.assertEqual(len(paths), 1, info["channel"])
+            self.assertEqual(os.stat(paths[0]).st_mode & 0o777, 0o600)
 
 
 class StatsTest(LibraryTest):

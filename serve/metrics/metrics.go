@@ -25,6 +25,11 @@
 //
 //	vram_process_memory_used_bytes            per process, bounded (below)
 //	vram_process_leak_slope_bytes_per_second  the leak detector's slope, for processes with one
+//	vram_process_allocator_allocated_bytes    per process on vram's allocator (libvram), from its
+//	vram_process_allocator_reserved_bytes     statistics channel (docs/channel.md): what it
+//	vram_process_allocator_fragmentation_ratio allocated, what it holds, the share of that cached
+//	vram_process_allocator_ooms_total         outside the largest free block, its OOM errors;
+//	                                          the top processes per GPU only, as above
 //
 // The gpu layer reads only the Kubernetes pod UID and the container ID from
 // the process's cgroup; names need the kubelet's pod-resources API, which
@@ -143,6 +148,10 @@ var (
 	descOrphaned   = prometheus.NewDesc("vram_orphaned_memory_bytes", "Device memory held by processes whose parent or session is gone.", devLabels, nil)
 	descDead       = prometheus.NewDesc("vram_dead_process_memory_bytes", "Device memory held by processes that are exiting (zombie) or absent from /proc (not_in_proc).", append(slices.Clone(devLabels), "reason"), nil)
 	descProcMem    = prometheus.NewDesc("vram_process_memory_used_bytes", "Device memory held by a process: the top processes per GPU, the rest summed under pid=\"other\".", procLabels, nil)
+	descAllocated  = prometheus.NewDesc("vram_process_allocator_allocated_bytes", "Memory a process on vram's allocator (libvram) has allocated on the GPU, from its statistics channel: the top processes per GPU.", procLabels, nil)
+	descAllocRes   = prometheus.NewDesc("vram_process_allocator_reserved_bytes", "Memory vram's allocator inside a process holds on the GPU, allocated or cached: the top processes per GPU.", procLabels, nil)
+	descAllocFrag  = prometheus.NewDesc("vram_process_allocator_fragmentation_ratio", "Share of a process's allocator-reserved memory that is cached free outside the largest free block, 0 to 1: the top processes per GPU.", procLabels, nil)
+	descAllocOOMs  = prometheus.NewDesc("vram_process_allocator_ooms_total", "Out-of-memory errors vram's allocator inside a process has returned: the top processes per GPU.", procLabels, nil)
 	descSlope      = prometheus.NewDesc("vram_process_leak_slope_bytes_per_second", "Rate at which the floor of a process's memory rises, as estimated by the leak detector.", procLabels, nil)
 	descActions    = prometheus.NewDesc("vram_policy_actions_total", "Policy actions taken, by GPU, policy, action and result.", []string{"gpu", "Hostname", "policy", "action", "result"}, nil)
 	descScrapeTime = prometheus.NewDesc("vram_scrape_duration_seconds", "How long the latest GPU sample took.", nil, nil)
@@ -196,7 +205,7 @@ func (c *Collector) CountAction(gpuIndex int, policy, action, result string) {
 // Describe sends the descriptors of every metric the Collector can emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTotal, descUsed, descFree, descReserved, descUnattr, descOrphaned, descDead,
-		descProcMem, descSlope, descActions, descScrapeTime, descScrapeOK} {
+		descProcMem, descAllocated, descAllocRes, descAllocFrag, descAllocOOMs, descSlope, descActions, descScrapeTime, descScrapeOK} {
 		ch <- d
 	}
 }
@@ -275,7 +284,14 @@ func (c *Collector) collectSnapshot(ch chan<- prometheus.Metric, snap *gpu.Snaps
 			other += p.Memory
 		}
 		for _, p := range procs[:n] {
-			gauge(descProcMem, p.Memory, c.procLabels(dl, p)...)
+			labels := c.procLabels(dl, p)
+			gauge(descProcMem, p.Memory, labels...)
+			if a := p.Alloc; a != nil {
+				gauge(descAllocated, uint64(a.Allocated), labels...)
+				gauge(descAllocRes, uint64(a.Reserved), labels...)
+				ch <- prometheus.MustNewConstMetric(descAllocFrag, prometheus.GaugeValue, a.Fragmentation(), labels...)
+				ch <- prometheus.MustNewConstMetric(descAllocOOMs, prometheus.CounterValue, float64(a.NumOOMs), labels...)
+			}
 		}
 		gauge(descProcMem, other, append(slices.Clone(dl), "other", "", "", "", "", "")...)
 

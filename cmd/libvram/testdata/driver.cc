@@ -2,6 +2,7 @@
 // threads, and checks what comes back. It prints one line per check and
 // exits non-zero on the first failure. Run with VRAM_DEVICE=sim and
 // VRAM_ALLOC_CONF=max_bytes:64MiB.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,6 +126,21 @@ int main() {
   CHECK(stat("allocated_bytes.all.current", 0) == 4096, "parent after fork: %lld", stat("allocated_bytes.all.current", 0));
   vram_free(kept, 4096, 0, nullptr);
   std::printf("ok fork\n");
+
+  // The statistics channel (VRAM_CHANNEL_DIR, set by the test): the file
+  // is there, 0600, and a forked child that exits normally (running the
+  // library's destructors) leaves it alone.
+  if (const char *dir = std::getenv("VRAM_CHANNEL_DIR")) {
+    std::string path = std::string(dir) + "/vram-stats." + std::to_string(getpid()) + ".0";
+    struct stat sb;
+    CHECK(::stat(path.c_str(), &sb) == 0, "no channel file %s", path.c_str());
+    CHECK((sb.st_mode & 0777) == 0600 && sb.st_size == 512, "channel file mode %o size %lld", sb.st_mode & 0777, (long long)sb.st_size);
+    pid_t child = fork();
+    if (child == 0) std::exit(0);
+    waitpid(child, &st, 0);
+    CHECK(::stat(path.c_str(), &sb) == 0, "a forked child's exit removed the parent's channel file");
+    std::printf("ok channel\n");
+  }
 
   CHECK(vram_try_free((void *)0x1234, 0) == -1, "free of an unknown pointer succeeded");
   CHECK(std::strstr(vram_last_error(), "0x1234") != nullptr, "error: %s", vram_last_error());

@@ -1,0 +1,114 @@
+package gpu
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vramhq/vram/alloc/statchan"
+)
+
+// The UUID of the mock's GPU 0, GPU-0000a100-1111-2222-3333-444455556666, as bytes.
+var mockUUID0 = [16]byte{0, 0, 0xa1, 0, 0x11, 0x11, 0x22, 0x22, 0x33, 0x33, 0x44, 0x44, 0x55, 0x55, 0x66, 0x66}
+
+func writeChannel(t *testing.T, dir string, h statchan.Header, f statchan.Figures) {
+	t.Helper()
+	w, err := statchan.Create(dir, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Publish(f, time.Now())
+	t.Cleanup(func() { w.Close() })
+}
+
+func TestSamplerAttachesChannel(t *testing.T) {
+	dir := t.TempDir()
+	figs := statchan.Figures{Allocated: 8 << 30, AllocatedPeak: 9 << 30, Reserved: 11 << 30, ReservedPeak: 11 << 30,
+		Active: 8 << 30, ActivePeak: 9 << 30, FreeCached: 3 << 30, LargestFree: 2 << 30, MaxSplitSize: -1}
+	// PID 1000 (start time 60000 in testdata/proc) on the mock's GPU 0;
+	// PID 2000 with a record of another GPU; PID 3000 on the simulated
+	// backend, which no real GPU carries.
+	writeChannel(t, dir, statchan.Header{PID: 1000, Device: 1, StartTicks: 60000, UUID: mockUUID0, UUIDKnown: true, Backend: "cuda"}, figs)
+	writeChannel(t, dir, statchan.Header{PID: 2000, Device: 0, StartTicks: 61000, UUID: [16]byte{9}, UUIDKnown: true, Backend: "cuda"}, figs)
+	writeChannel(t, dir, statchan.Header{PID: 3000, Device: 0, StartTicks: 62000, Backend: "sim"}, figs)
+	h, err := NewNVML(mockServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSampler(h, SamplerOptions{Procs: fixtureProcs(t), Now: fixedClock(fixtureBoot.Add(24 * time.Hour)),
+		Channel: &statchan.Reader{Dir: dir, ProcRoot: "testdata/proc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, p := range snap.Processes {
+		switch {
+		case p.PID == 1000 && p.Device == 0:
+			found++
+			if p.Alloc == nil || p.Alloc.Allocated != 8<<30 || p.Alloc.Reserved != 11<<30 {
+				t.Errorf("PID 1000 on GPU 0: Alloc %+v", p.Alloc)
+			}
+		case p.Alloc != nil:
+			t.Errorf("PID %d on GPU %d has the channel record of device %d", p.PID, p.Device, p.Alloc.Device)
+		}
+	}
+	if found != 1 {
+		t.Fatalf("PID 1000 on GPU 0 appears %d times", found)
+	}
+}
+
+func TestSimAdoptsChannel(t *testing.T) {
+	dir := t.TempDir()
+	start, err := statchan.SelfStartTicks("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := os.Getpid()
+	writeChannel(t, dir, statchan.Header{PID: pid, Device: 1, StartTicks: start, Backend: "sim"},
+		statchan.Figures{Allocated: 1 << 30, AllocatedPeak: 1 << 30, Active: 1 << 30, ActivePeak: 1 << 30, Reserved: 2 << 30, ReservedPeak: 2 << 30, MaxSplitSize: -1})
+	// A record of a real GPU is not the simulated host's.
+	writeChannel(t, dir, statchan.Header{PID: pid, Device: 0, StartTicks: start, UUID: [16]byte{1}, UUIDKnown: true, Backend: "cuda"}, statchan.Figures{MaxSplitSize: -1})
+	op, err := Open(OpenOptions{Simulate: 2, Seed: 1, ChannelDir: dir, Getenv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Host.Close()
+	snap, err := op.Sampler.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Process
+	for _, p := range snap.Processes {
+		if int(p.PID) == pid {
+			got = append(got, p)
+		}
+	}
+	if len(got) != 1 || got[0].Device != 1 || got[0].Memory != 2<<30+simContext || got[0].Alloc == nil || got[0].Alloc.Allocated != 1<<30 {
+		t.Fatalf("this process on the simulated host: %+v", got)
+	}
+	if got[0].Comm == "" || got[0].Flags&FlagNoSuchProcess != 0 {
+		t.Fatalf("its /proc details are missing: %+v", got[0])
+	}
+	// The device's used memory counts it.
+	before, _ := NewSim(2, 1, nil)
+	m0, _ := before.devs[1].Memory()
+	m1, _ := op.Host.(*Sim).devs[1].Memory()
+	if m1.Used-m0.Used < 2<<30 {
+		t.Fatalf("GPU 1 used %d with the process, %d without", m1.Used, m0.Used)
+	}
+}
+
+func TestChannelOff(t *testing.T) {
+	op, err := Open(OpenOptions{Simulate: 1, ChannelDir: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Host.Close()
+	if op.Channel != nil {
+		t.Fatal("ChannelDir off: a channel reader")
+	}
+}
