@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramhq/vram/cli/cmdutil"
+	"github.com/vramhq/vram/cli/estimate"
 	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/cli/reclaim"
 	"github.com/vramhq/vram/cli/replay"
@@ -60,6 +61,7 @@ var commands = []func(*cmdutil.Factory) *cobra.Command{
 	top.NewCmd,
 	run.NewCmdRun,
 	run.NewCmdFit,
+	estimate.NewCmd,
 	reclaim.NewCmd,
 	replay.NewCmd,
 	serve.NewCmd,

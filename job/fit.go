@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,11 +25,11 @@ type Outcome string
 
 // Trial outcomes.
 const (
-	Fits    Outcome = "fits"    // exit status 0, no OOM message
-	TimeOut Outcome = "timeout" // ran until the trial timeout without an OOM: counted as fitting
-	OOMed   Outcome = "oom"     // an OOM message (the job failed, or caught it)
-	Skipped Outcome = "skipped" // not run: the fitted line says it certainly does not fit
-	Failed  Outcome = "failed"  // failed otherwise: the search stops
+	Fits      Outcome = "fits"    // exit status 0, no OOM message
+	TimeOut   Outcome = "timeout" // ran until the trial timeout without an OOM: counted as fitting
+	OOMed     Outcome = "oom"     // an OOM message (the job failed, or caught it)
+	OverLimit Outcome = "limit"   // vram's --limit ended it: too large
+	Failed    Outcome = "failed"  // failed otherwise: the search stops
 )
 
 // FitSpec describes a batch-size search.
@@ -92,10 +93,13 @@ type FitResult struct {
 	MaxBatch    int // the largest batch that ran and fitted
 	Recommended int // MaxBatch less the margin, at least Min
 	// Bound is the smallest batch known not to fit (Max+1 when Max fits).
-	Bound    int
-	Trials   []Trial
-	Line     *Line  // nil without memory figures or two fitting sizes
-	Capacity uint64 // memory the job could use on its GPU, from the samples; 0 unknown
+	Bound  int
+	Trials []Trial
+	Line   *Line // nil without memory figures or two fitting sizes
+	// Capacity is the memory the job could use on its GPU, as the search
+	// learned it (0 unknown), and CapacityFrom the evidence it rests on.
+	Capacity     uint64
+	CapacityFrom string
 	// Stop says why the search ended.
 	Stop string
 	// Failure is the trial that failed otherwise, if any.
@@ -103,54 +107,69 @@ type FitResult struct {
 	Elapsed time.Duration
 }
 
-// Ran counts the trials that were run (not skipped).
-func (r *FitResult) Ran() int {
-	n := 0
-	for _, t := range r.Trials {
-		if t.Outcome != Skipped {
-			n++
-		}
+// Ran counts the trials that were run.
+func (r *FitResult) Ran() int { return len(r.Trials) }
+
+// outcome classifies a trial's result.
+func outcome(r *Result) Outcome {
+	switch {
+	case r.OOM.Detected || r.OOM.Caught:
+		return OOMed
+	case r.Limit.Hit:
+		return OverLimit
+	case r.TimedOut:
+		return TimeOut
+	case r.ExitCode == 0:
+		return Fits
 	}
-	return n
+	return Failed
 }
 
 // Fit searches the largest batch size that fits. Each trial runs the
 // command as a child process through Run (the same supervision as vram
 // run) and is classified: fits (status 0, no OOM message), timeout (ran to
 // the trial timeout without an OOM: counted as fitting), oom (an OOM
-// message, whether the job died of it or caught it), or failed (anything
-// else: the search stops without an answer, Found is false, and the
-// trial's output tail is in the result).
+// message, whether the job died of it or caught it), limit (vram's --limit
+// in Trial ended it: too large), or failed (anything else: the search
+// stops without an answer, Found is false, and the trial's output tail is
+// in the result).
 //
 // The search keeps a bracket: lo, the largest batch that fitted, and hi,
-// the smallest that did not. It first runs Min, then climbs by doubling
-// until a trial does not fit, then bisects. It stops when hi−1−lo is at
-// most Tolerance·(hi−1) (lo is then within Tolerance of the true
+// the smallest that did not; no size at or above hi is ever tried again.
+// It first runs Min, to check that the command works. Without memory
+// figures it then bisects the bracket in log space (the geometric
+// midpoint; the top is Max+1 until a size fails), which finds any maximum
+// in [1, 65536] to 2 % in at most 11 more trials. It stops when hi−1−lo
+// is at most Tolerance·(hi−1) (lo is then within Tolerance of the true
 // maximum), when hi = lo+1, or when Max fits.
 //
-// With memory figures it also fits peak ≈ a + b·batch (least squares)
-// over the trials that fitted and estimates the capacity the job can use
-// (the smallest, over those trials, of the job's memory plus the GPU's
-// free memory at its peak). The line is used in two ways:
+// With memory figures it learns the capacity the job can use from its
+// evidence (capacity.go), the smallest of:
 //
-//   - Prediction: instead of doubling or bisecting, the next candidate is
-//     the largest batch the line says fits, (capacity − a)/b, clamped
-//     into the bracket; when that is lo itself, the candidate is just
-//     above lo (lo plus half the tolerance) to confirm the maximum. A
-//     prediction step that does not halve the bracket counts as weak;
-//     after two weak steps in a row one plain doubling or bisection step
-//     is taken, so a wrong line costs at most about twice the plain
-//     search.
-//   - Skipping: a doubling or bisection candidate is not run when the
-//     line, fitted on at least three sizes with R² ≥ 0.9, puts its peak
-//     at 1.25 times the capacity or more; it is recorded as skipped and
-//     taken as the top of the bracket. The answer itself is never
-//     predicted: MaxBatch always ran and fitted.
+//   - a stated cap: PyTorch's "N allowed" in an OOM message (a per-process
+//     memory fraction) plus the process's non-PyTorch memory, or --limit;
+//   - what a trial could have held: its memory plus the GPU's free memory
+//     at its peak sample (other processes' memory is not free), or the
+//     OOM message's "in use" plus "free";
+//   - the peaks of trials that ran out of memory, when they are above
+//     every fitting trial's peak and below 97 % of the other figures:
+//     something the figures do not show stops the job there.
 //
-// When the memory grows linearly with the batch, as it does for most
-// training steps, the line finds the maximum in a handful of trials; the
-// tests hold the search to log2(Max−Min+1)+3 trials and 2 % of the true
-// maximum on such jobs (fit_test.go).
+// It fits peak ≈ a + b·batch (least squares) over the trials that fitted
+// (with one trial, or a line that does not rise: peak ∝ batch from the
+// largest fitting trial, a lower bound of the maximum) and takes the
+// largest batch that the line says fits in the capacity as the next
+// candidate, kept inside a trust region (see search.next): a prediction of
+// lo itself is confirmed just above lo; trials that keep landing on the
+// same side widen the step fourfold each time, up to the log-space
+// midpoint. The answer itself is never predicted: MaxBatch always ran and
+// fitted.
+//
+// The tests hold the search to 12 trials for every maximum in [1, 65536]
+// without memory figures, and to 8 on jobs whose memory grows linearly
+// with the batch, under a cap inside the job, a --limit, or the whole GPU
+// with other processes on it (fit_test.go); a line trusted too far (see
+// extrapolation) is not followed beyond 64 times the spread of its sizes.
 func Fit(ctx context.Context, spec FitSpec) (*FitResult, error) {
 	return fit(ctx, spec, runTrial)
 }
@@ -192,6 +211,7 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 	start := now()
 	s := newSearch(spec.Min, spec.Max, spec.Tolerance)
 	res := &FitResult{}
+	lastCap := 0.0
 	for !s.done() {
 		if err := ctx.Err(); err != nil {
 			res.Stop = "cancelled"
@@ -202,14 +222,6 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 		if l, ok := s.line(); ok {
 			tr.Predicted = uint64(max(0, l.At(c)))
 		}
-		if s.skip(c, why) {
-			tr.Outcome = Skipped
-			res.Trials = append(res.Trials, tr)
-			fmt.Fprintf(spec.Progress, "fit: batch %d skipped: the fitted line puts its peak at %s, the GPU has %s for the job\n",
-				c, units.FormatBytes(tr.Predicted), units.FormatBytes(uint64(s.capacity)))
-			s.record(c, why, false, 0, 0)
-			continue
-		}
 		n := s.ran + 1
 		fmt.Fprintf(spec.Progress, "fit: trial %d: batch %d (%s), elapsed %s\n", n, c, why, round(now().Sub(start)))
 		s.ran++
@@ -219,16 +231,7 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 		}
 		tr.Result, tr.Duration, tr.ExitCode, tr.Peak = r, r.Duration, r.ExitCode, r.Peak.Bytes
 		tr.Seconds = r.Duration.Seconds()
-		switch {
-		case r.OOM.Detected || r.OOM.Caught:
-			tr.Outcome = OOMed
-		case r.TimedOut && !r.OOM.Detected:
-			tr.Outcome = TimeOut
-		case r.ExitCode == 0:
-			tr.Outcome = Fits
-		default:
-			tr.Outcome = Failed
-		}
+		tr.Outcome = outcome(r)
 		if ctx.Err() != nil && tr.Outcome != Fits {
 			res.Trials = append(res.Trials, tr)
 			res.Stop = "cancelled"
@@ -250,14 +253,20 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 			break
 		}
 		fits := tr.Outcome == Fits || tr.Outcome == TimeOut
-		s.record(c, why, fits, float64(tr.Peak), trialCapacity(r))
+		s.ev.learn(r, fits, spec.Trial.Limit)
+		s.record(c, why, fits, float64(tr.Peak))
+		if capacity, from := s.ev.capacity(); capacity > 0 && math.Abs(capacity-lastCap) > 0.01*capacity {
+			fmt.Fprintf(spec.Progress, "fit: the job can use about %s (from %s)\n", units.FormatBytes(uint64(capacity)), from)
+			lastCap = capacity
+		}
 	}
 	res.Elapsed = now().Sub(start)
 	res.Bound = s.hi
 	if l, ok := s.line(); ok {
 		res.Line = &l
 	}
-	res.Capacity = uint64(s.capacity)
+	capacity, from := s.ev.capacity()
+	res.Capacity, res.CapacityFrom = uint64(capacity), from
 	res.MaxBatch = s.lo
 	// A trial that failed for another reason ends the search without an
 	// answer: the batches above the ones that fitted were not tried to
@@ -272,6 +281,8 @@ func fit(ctx context.Context, spec FitSpec, runTrial func(context.Context, FitSp
 			res.Stop = fmt.Sprintf("even the smallest batch, %d, does not fit", spec.Min)
 		case s.lo >= spec.Max:
 			res.Stop = fmt.Sprintf("the largest batch allowed, %d, fits", spec.Max)
+		case s.hi > spec.Max:
+			res.Stop = fmt.Sprintf("%d fits: within %.3g%% of the largest batch allowed, %d", s.lo, 100*spec.Tolerance, spec.Max)
 		case s.hi == s.lo+1:
 			res.Stop = fmt.Sprintf("%d fits and %d does not", s.lo, s.hi)
 		default:
@@ -330,16 +341,24 @@ func trialCapacity(r *Result) float64 {
 type search struct {
 	min, max int
 	tol      float64
-	lo, hi   int    // largest fitting (0: none yet); smallest not fitting (max+1: none yet)
-	ran      int    // trials run (not skipped)
-	mode     string // "up" or "down": probing from the side a prediction landed on
-	steps    int    // probes so far in mode
-	xs, ys   []float64
-	capacity float64 // smallest capacity seen in fitting trials; 0 unknown
+	lo, hi   int // largest fitting (0: none yet); smallest not fitting (max+1: none yet)
+	ran      int // trials run
+	// ups and downs count how often the prediction was wrong, on each
+	// side: they widen the smallest step away from the bracket's ends.
+	ups, downs int
+	xs, ys     []float64
+	ev         evidence
 }
 
 func newSearch(lo, hi int, tol float64) *search {
 	return &search{min: lo, max: hi, tol: tol, hi: hi + 1}
+}
+
+// capacity is the search's estimate of the memory the job can use; 0
+// unknown.
+func (s *search) capacity() float64 {
+	c, _ := s.ev.capacity()
+	return c
 }
 
 func (s *search) done() bool {
@@ -351,87 +370,150 @@ func (s *search) done() bool {
 	case s.lo >= s.max, s.hi-s.lo <= 1:
 		return true
 	}
-	return s.hi <= s.max && float64(s.hi-1-s.lo) <= s.tol*float64(s.hi-1)
+	// Until a size fails, Max+1 is the top: no maximum is above Max.
+	return float64(s.hi-1-s.lo) <= s.tol*float64(s.hi-1)
+}
+
+// logMid is the geometric midpoint of the bracket (lo, upper], rounded,
+// always in it.
+func logMid(lo, upper int) int {
+	m := int(math.Round(math.Sqrt(float64(lo) * float64(upper))))
+	return max(lo+1, min(m, upper))
 }
 
 // next chooses the next candidate and says why.
+//
+// Without a prediction it bisects the bracket in log space. With one it
+// takes the prediction, kept inside a trust region: at least a step above
+// the largest fitting size and a step below the smallest failing one. The
+// first step is half the tolerance (a prediction of the maximum itself is
+// confirmed just above it, close enough that a failure there ends the
+// search); it grows fourfold with each trial in a row that came out on the
+// same side, and never past the log-space midpoint, so a wrong prediction
+// costs a few trials, and a persistently wrong one about as many as
+// bisection (fit_test.go: memory 65 % above the line at the top).
 func (s *search) next() (int, string) {
 	if s.lo == 0 {
 		return s.min, "first"
 	}
 	upper := min(s.hi-1, s.max)
-	step := func(base int) int { return max(1, int(s.tol*float64(base)/2)) << (2 * min(s.steps, 20)) }
+	mid := logMid(s.lo, upper)
 	p, ok := s.predict()
+	if !ok {
+		return mid, "bisect"
+	}
+	step := func(base, k int) int {
+		return max(1, int(s.tol*float64(base)/2)) << (2 * min(k, 20))
+	}
+	floor := min(s.lo+step(s.lo, s.ups), mid)
+	ceil := upper
+	if s.hi <= s.max {
+		ceil = max(s.hi-step(s.hi, max(s.downs-1, 0)), mid)
+	}
+	// A line is not trusted beyond reach times the spread of the sizes it
+	// was fitted on: over close sizes the rounding of the peaks makes its
+	// slope uncertain.
+	if l, ok := s.line(); ok && l.B > 0 {
+		lo, hi := s.spread()
+		if reach := hi + extrapolation*(hi-lo); float64(p) > reach && reach < float64(ceil) && reach > float64(floor) {
+			return int(reach), "extend"
+		}
+	}
 	switch {
-	case s.mode == "down":
-		if c := s.hi - step(s.hi); c > s.lo {
-			return c, "probe-down"
-		}
-	case s.mode == "up" || ok && p <= s.lo:
-		if c := min(s.lo+step(s.lo), upper, 2*s.lo); c > s.lo {
-			return c, "probe-up"
-		}
-	case ok && p <= upper:
-		return p, "model"
-	case ok && s.hi > s.max:
-		return upper, "model"
+	case p < floor && s.ups == 0:
+		return floor, "confirm"
+	case p < floor:
+		return floor, "probe-up"
+	case p > ceil:
+		return ceil, "probe-down"
 	}
-	if s.hi > s.max {
-		return min(2*s.lo, s.max), "double"
-	}
-	return s.lo + (s.hi-s.lo)/2, "bisect"
+	return p, "model"
 }
 
 // record updates the search with a trial's outcome.
-func (s *search) record(c int, why string, fits bool, peak, capacity float64) {
+func (s *search) record(c int, why string, fits bool, peak float64) {
 	if fits {
 		s.lo = max(s.lo, c)
 		if peak > 0 {
 			s.xs, s.ys = append(s.xs, float64(c)), append(s.ys, peak)
 		}
-		if capacity > 0 && (s.capacity == 0 || capacity < s.capacity) {
-			s.capacity = capacity
-		}
 	} else {
 		s.hi = min(s.hi, c)
 	}
-	// After a prediction, probe from the side it landed on, in steps of
-	// half the tolerance growing fourfold, until the outcome flips: a
-	// line that is a few percent off costs two or three trials, one that
-	// is far off costs a logarithmic number.
+	// ups grows with each trial above the prediction that fitted (the
+	// prediction is pessimistic), downs with each at or below it that did
+	// not (optimistic); a trial that bears the prediction out takes one
+	// off.
 	switch {
-	case why == "model" && fits, why == "probe-up" && fits:
-		if s.mode == "up" {
-			s.steps++
+	case why == "confirm" || why == "probe-up":
+		if fits {
+			s.ups++
 		} else {
-			s.mode, s.steps = "up", 0
+			s.ups = max(0, s.ups-1)
 		}
-	case why == "model" && !fits, why == "probe-down" && !fits:
-		if s.mode == "down" {
-			s.steps++
+	case why == "model" || why == "probe-down":
+		if fits {
+			s.downs = max(0, s.downs-1)
 		} else {
-			s.mode, s.steps = "down", 0
+			s.downs++
 		}
-	default:
-		s.mode, s.steps = "", 0
 	}
 }
 
-// line fits peak = a + b·batch by least squares over the fitting trials.
+// extrapolation is how far the line is trusted beyond the sizes it was
+// fitted on, in multiples of their spread.
+const extrapolation = 64
+
+// spread is the smallest and largest size the line is fitted on.
+func (s *search) spread() (lo, hi float64) {
+	xs := s.top()
+	lo, hi = xs[0], xs[0]
+	for _, i := range xs {
+		lo, hi = min(lo, i), max(hi, i)
+	}
+	return lo, hi
+}
+
+// top returns the sizes of the largest fitting trials, at most linePoints.
+func (s *search) top() []float64 {
+	var out []float64
+	for _, i := range s.topIdx() {
+		out = append(out, s.xs[i])
+	}
+	return out
+}
+
+func (s *search) topIdx() []int {
+	idx := make([]int, len(s.xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool { return s.xs[idx[i]] > s.xs[idx[j]] })
+	return idx[:min(len(idx), linePoints)]
+}
+
+// linePoints is how many of the largest fitting sizes the line is fitted
+// on: the memory near the maximum is what matters, and a line over the
+// small sizes alone misses any curvature.
+const linePoints = 3
+
+// line fits peak = a + b·batch by least squares over the largest fitting
+// trials.
 func (s *search) line() (Line, bool) {
-	n := len(s.xs)
+	idx := s.topIdx()
+	n := len(idx)
 	if n < 2 {
 		return Line{}, false
 	}
 	var mx, my float64
-	for i := range s.xs {
+	for _, i := range idx {
 		mx += s.xs[i]
 		my += s.ys[i]
 	}
 	mx /= float64(n)
 	my /= float64(n)
 	var sxx, sxy, syy float64
-	for i := range s.xs {
+	for _, i := range idx {
 		dx, dy := s.xs[i]-mx, s.ys[i]-my
 		sxx += dx * dx
 		sxy += dx * dy
@@ -448,25 +530,29 @@ func (s *search) line() (Line, bool) {
 	return l, true
 }
 
-// predict returns the largest batch the line says fits.
+// predict returns the largest batch the evidence says fits: by the fitted
+// line when it rises, else by proportion from the largest fitting trial
+// (capacity/peak times its size: a lower bound of the maximum when memory
+// grows linearly from a non-negative base).
 func (s *search) predict() (int, bool) {
-	l, ok := s.line()
-	if !ok || l.B <= 0 || s.capacity <= 0 {
+	capacity := s.capacity()
+	if capacity <= 0 || len(s.xs) == 0 {
 		return 0, false
 	}
-	p := (s.capacity - l.A) / l.B
+	var p float64
+	if l, ok := s.line(); ok && l.B > 0 {
+		p = (capacity - l.A) / l.B
+	} else {
+		i := 0
+		for j := range s.xs {
+			if s.xs[j] > s.xs[i] {
+				i = j
+			}
+		}
+		if s.ys[i] <= 0 {
+			return 0, false
+		}
+		p = capacity / s.ys[i] * s.xs[i]
+	}
 	return int(math.Floor(max(1, min(p, float64(s.max))))), true
-}
-
-// skip reports whether candidate c certainly does not fit by the line.
-func (s *search) skip(c int, why string) bool {
-	if why != "double" && why != "bisect" {
-		return false
-	}
-	l, ok := s.line()
-	distinct := map[float64]bool{}
-	for _, x := range s.xs {
-		distinct[x] = true
-	}
-	return ok && len(distinct) >= 3 && l.R2 >= 0.9 && l.B > 0 && s.capacity > 0 && l.At(c) >= 1.25*s.capacity
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +28,7 @@ type fitFlags struct {
 	margin, tolerance   string
 	trialTimeout        time.Duration
 	envName             string
+	limit               string
 	showOutput          bool
 	marginV, toleranceV float64
 }
@@ -43,11 +46,25 @@ runs until --trial-timeout without one); an OOM message makes it too large; any
 other failure (an import error, a crash) stops the search without an answer:
 vram fit shows the end of the trial's error output and exits 1.
 
-The search doubles from --min until a trial does not fit, then bisects, and
-stops when the largest fitting size is within --tolerance of the smallest
-failing one. With memory figures it fits peak ≈ a + b·batch over the trials
-that fitted to jump to the predicted maximum and to skip sizes that certainly
-do not fit; the answer itself always ran. The recommended size leaves --margin.
+The first trial runs --min, to check that the command works. Without memory
+figures the search then bisects in log space (about 11 trials for an answer
+in 1–65536) and stops when the largest fitting size is within --tolerance of
+the smallest failing one. With memory figures it learns the memory the job
+can use, from the free memory at each trial's peak (other processes count),
+the figures of PyTorch's out-of-memory message ("N allowed" when the job set
+a memory fraction, "in use" and "free"), --limit, and the peaks at which
+trials ran out of memory; it fits peak ≈ a + b·batch over the largest trials
+that fitted and jumps to the size that line says fits. No size at or above
+one that failed is tried again; the answer itself always ran. The
+recommended size leaves --margin.
+
+--limit caps each trial's memory per GPU as vram run does (the trial is ended
+at the limit, which counts as not fitting), and tells the search the
+capacity at once.
+
+A signal (Ctrl-C, SIGTERM) ends the running trial and the search: the table
+so far is printed, and vram fit exits 128+N (130 for SIGINT, 143 for
+SIGTERM).
 
 The trial command should do a few full training steps at the given batch size
 and exit. --allocator vram (and --alloc-conf, --libvram) runs every trial on
@@ -56,6 +73,7 @@ is then enforced inside each trial.`,
 		Example: `  vram fit -- python train.py --steps 3 --batch-size {}
   vram fit --max 4096 --trial-timeout 2m -- python train.py --batch-size={}
   vram fit --env BATCH_SIZE --json -- ./bench.sh
+  vram fit --limit 16GiB -- python train.py --batch-size {}
   vram fit --allocator vram --alloc-conf page_mapped:true,max_bytes:16GiB -- python train.py --batch-size {}`,
 		Args: cmdutil.NeedArgs("fit: name the command to run (vram fit -- CMD ARGS... {})"),
 		RunE: func(cmd *cobra.Command, args []string) error { return runFit(fac, cmd, f, args) },
@@ -68,6 +86,7 @@ is then enforced inside each trial.`,
 	fl.StringVar(&f.tolerance, "tolerance", "2%", "stop when the answer is within this fraction of the true maximum")
 	fl.DurationVar(&f.trialTimeout, "trial-timeout", 0, "end a trial after this long; one that ran this long without an OOM fits (0: no timeout)")
 	fl.StringVar(&f.envName, "env", "", "pass the batch size in environment variable `NAME` instead of {}")
+	fl.StringVar(&f.limit, "limit", "", "cap each trial's memory per GPU: a size (16GiB) or a percentage of the GPU (50%)")
 	fl.BoolVar(&f.showOutput, "show-output", false, "pass each trial's output through (default: hidden; the tail is shown on failure)")
 	return cmd
 }
@@ -97,14 +116,24 @@ func runFit(fac *cmdutil.Factory, cmd *cobra.Command, f *fitFlags, args []string
 	case f.envName != "" && strings.ContainsAny(f.envName, "= \t"):
 		return bad(fmt.Errorf("--env %q: not a variable name", f.envName))
 	}
+	var limit job.Limit
+	if f.limit != "" {
+		if limit, err = job.ParseLimit(f.limit); err != nil {
+			return cmdutil.Usagef("--limit: %w", err)
+		}
+	}
 	if err := checkOutputs(f.jsonOutputs(nil)); err != nil {
 		return bad(err)
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	s := open(fac, &f.common, stderr, cmd.InOrStdin())
 	defer s.close()
+	if limit.Set() && s.src == nil {
+		fmt.Fprintln(stderr, "vram: --limit cannot be enforced without memory figures")
+	}
 	trial := s.spec(&f.common, cmd, nil)
-	cleanup, err := f.useAllocator(&trial, job.Limit{})
+	trial.Limit = limit
+	cleanup, err := f.useAllocator(&trial, limit)
 	if err != nil {
 		return err
 	}
@@ -117,13 +146,20 @@ func runFit(fac *cmdutil.Factory, cmd *cobra.Command, f *fitFlags, args []string
 		trial.Stdout = stderr // keep stdout for the table and JSON
 	}
 	// Signals cancel the search: the running trial is ended (SIGTERM, then
-	// SIGKILL after --grace) and the table so far is printed.
+	// SIGKILL after --grace), the table so far is printed, and vram exits
+	// as a program killed by the signal would report it (128+N).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	trial.Signals = nil
+	var got atomic.Int32
 	go func() {
-		if _, ok := <-s.relay; ok {
-			fmt.Fprintln(stderr, "vram: signal received: ending the search")
+		if sig, ok := <-s.relay; ok {
+			if n, ok := sig.(syscall.Signal); ok {
+				got.Store(int32(n))
+			} else {
+				got.Store(int32(syscall.SIGTERM))
+			}
+			fmt.Fprintf(stderr, "vram: %s received: ending the search\n", job.SignalName(syscall.Signal(got.Load())))
 			cancel()
 		}
 	}()
@@ -148,6 +184,9 @@ func runFit(fac *cmdutil.Factory, cmd *cobra.Command, f *fitFlags, args []string
 	}
 	saved := writeOutputs(stdout, stderr, fac.FallbackDirs(), f.jsonOutputs(func(w io.Writer) error { return writeFitJSON(w, res, f, args) }))
 	switch {
+	case ctx.Err() != nil:
+		sig := syscall.Signal(got.Load())
+		return &cmdutil.ExitError{Code: 128 + int(sig), Err: fmt.Errorf("fit: the search was ended by %s after %d trials", job.SignalName(sig), res.Ran())}
 	case res.Failure != nil:
 		// Whatever fitted before, the search has no answer: a failure
 		// that is not an OOM (an import error, a crash) may well hit
@@ -166,11 +205,8 @@ func writeFitTable(w io.Writer, res *job.FitResult, f *fitFlags) {
 	fmt.Fprintln(tw, "trial\tbatch\toutcome\tpeak\tpredicted\tseconds\thow chosen\t")
 	n := 0
 	for _, t := range res.Trials {
-		id := "-"
-		if t.Outcome != job.Skipped {
-			n++
-			id = fmt.Sprint(n)
-		}
+		n++
+		id := fmt.Sprint(n)
 		peak, pred := "-", "-"
 		if t.Peak > 0 {
 			peak = units.FormatBytes(t.Peak)
@@ -183,8 +219,11 @@ func writeFitTable(w io.Writer, res *job.FitResult, f *fitFlags) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	if res.Line != nil {
-		fmt.Fprintf(w, "memory ≈ %s + %s per batch element (R² %.3f over %d sizes); capacity for the job %s\n",
-			units.FormatBytes(uint64(max(0, res.Line.A))), units.FormatBytes(uint64(max(0, res.Line.B))), res.Line.R2, res.Line.N, units.FormatBytes(res.Capacity))
+		fmt.Fprintf(w, "memory ≈ %s + %s per batch element (R² %.3f over the %d largest sizes that fitted)\n",
+			units.FormatBytes(uint64(max(0, res.Line.A))), units.FormatBytes(uint64(max(0, res.Line.B))), res.Line.R2, res.Line.N)
+	}
+	if res.Capacity > 0 {
+		fmt.Fprintf(w, "memory the job can use: about %s (from %s)\n", units.FormatBytes(res.Capacity), res.CapacityFrom)
 	}
 	switch {
 	case res.Failure != nil && res.MaxBatch > 0:
@@ -212,6 +251,8 @@ type fitJSON struct {
 	Tolerance   float64     `json:"tolerance"`
 	Stop        string      `json:"stop"`
 	Capacity    uint64      `json:"capacity_bytes"`
+	CapFrom     string      `json:"capacity_from,omitempty"`
+	Limit       string      `json:"limit,omitempty"`
 	Line        *lineJSON   `json:"line"`
 	Trials      []job.Trial `json:"trials"`
 	Failure     *failJSON   `json:"failure,omitempty"`
@@ -234,7 +275,7 @@ type failJSON struct {
 func writeFitJSON(w io.Writer, res *job.FitResult, f *fitFlags, args []string) error {
 	out := fitJSON{Schema: SchemaFit, Env: f.envName, Found: res.Found, MaxBatch: res.MaxBatch, Recommended: res.Recommended,
 		Bound: res.Bound, Margin: f.marginV, Tolerance: f.toleranceV, Command: args, Stop: res.Stop, Capacity: res.Capacity,
-		Trials: res.Trials, Seconds: res.Elapsed.Seconds()}
+		CapFrom: res.CapacityFrom, Limit: f.limit, Trials: res.Trials, Seconds: res.Elapsed.Seconds()}
 	if out.Trials == nil {
 		out.Trials = []job.Trial{}
 	}

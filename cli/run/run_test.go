@@ -181,6 +181,42 @@ func TestSignalsFromTheTerminalAreNotDoubled(t *testing.T) {
 	}
 }
 
+// A signal ends vram fit's search: the running trial is ended, the table
+// so far is printed, and vram exits 128+N, not 0.
+func TestFitEndedBySignalExitsNonZero(t *testing.T) {
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		dir := t.TempDir()
+		te := &testEnv{}
+		go func() {
+			for {
+				te.mu.Lock()
+				c := te.sigs
+				te.mu.Unlock()
+				if c != nil {
+					time.Sleep(300 * time.Millisecond) // the first trial is up
+					c <- tt.sig
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		// The trial waits for a signal: vram's SIGTERM when the search ends.
+		stdout, stderr, code := vram(t, te.env(nil, false), fakeArgs(t, dir, []string{"fit", "--env", "BATCH", "--grace", "2s"}, "signals")...)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", job.SignalName(tt.sig), code, tt.code, stderr)
+		}
+		if !strings.Contains(stdout.String(), "1 trials in") {
+			t.Errorf("%s: no table of the trials so far:\n%s", job.SignalName(tt.sig), stdout)
+		}
+		if want := "ended by " + job.SignalName(tt.sig); !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	te := &testEnv{}
 	tests := []struct {
@@ -249,6 +285,47 @@ func TestFitCommand(t *testing.T) {
 	}
 }
 
+// Under --limit a trial that reaches the limit is ended and counts as too
+// large; the limit is the capacity the search works with from the start.
+func TestFitUnderLimit(t *testing.T) {
+	dir := t.TempDir()
+	src := jobtest.NewFileSource(dir, 80*gib)
+	te := &testEnv{}
+	t.Setenv("VRAM_FAKEJOB_A", strconv.Itoa(gib))
+	t.Setenv("VRAM_FAKEJOB_B", strconv.Itoa(4*mib))
+	t.Setenv("VRAM_FAKEJOB_CAP", strconv.Itoa(80*gib))
+	args := fakeArgs(t, dir, []string{"fit", "--interval", "10ms", "--json", "--limit", "5GiB", "--grace", "1s"}, "batch", "{}")
+	stdout, stderr, code := vram(t, te.env(src, false), args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Max     int    `json:"max_batch"`
+		Cap     uint64 `json:"capacity_bytes"`
+		CapFrom string `json:"capacity_from"`
+		Trials  []struct {
+			Batch   int    `json:"batch"`
+			Outcome string `json:"outcome"`
+		} `json:"trials"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	const truth = 4*1024/4 - 1 // (5 GiB − 1 GiB) / 4 MiB, less one: the limit itself is hit
+	if rep.Max > truth || float64(truth-rep.Max) > 0.02*truth || rep.Cap != 5*gib || rep.CapFrom != "--limit" {
+		t.Errorf("max %d (truth %d), capacity %d from %q", rep.Max, truth, rep.Cap, rep.CapFrom)
+	}
+	limited := 0
+	for _, tr := range rep.Trials {
+		if tr.Outcome == "limit" {
+			limited++
+		}
+	}
+	if len(rep.Trials) > 8 || limited == 0 {
+		t.Errorf("%d trials, %d ended at the limit: %+v", len(rep.Trials), limited, rep.Trials)
+	}
+}
+
 // A trial that fails for a reason other than OOM ends the search without
 // an answer, even when smaller sizes fitted: vram fit exits 1 and shows the
 // trial's error.
@@ -259,12 +336,13 @@ func TestFitStopsOnNonOOMFailure(t *testing.T) {
 	t.Setenv("VRAM_FAKEJOB_B", strconv.Itoa(4*mib))
 	t.Setenv("VRAM_FAKEJOB_CAP", strconv.Itoa(10*gib))
 	t.Setenv("VRAM_FAKEJOB_FAIL_ABOVE", "10")
-	args := fakeArgs(t, dir, []string{"fit", "--interval", "10ms"}, "batch", "{}")
+	// 4 fits, then the log-space midpoint of 4–64, 16, fails.
+	args := fakeArgs(t, dir, []string{"fit", "--interval", "10ms", "--min", "4", "--max", "64"}, "batch", "{}")
 	stdout, stderr, code := vram(t, te.env(nil, false), args...)
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if out := stdout.String(); strings.Contains(out, "largest batch that fits") || !strings.Contains(out, "search stopped: batch 16 failed with exit status 1 and no OOM message; 8 fitted before") {
+	if out := stdout.String(); strings.Contains(out, "largest batch that fits") || !strings.Contains(out, "search stopped: batch 16 failed with exit status 1 and no OOM message; 4 fitted before") {
 		t.Errorf("table:\n%s", out)
 	}
 	for _, want := range []string{"  | ImportError: cannot import name 'Net' from 'model' (batch 16)", "vram: fit: the search stopped without an answer: batch 16 failed"} {
@@ -286,7 +364,7 @@ func TestFitStopsOnNonOOMFailure(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
-	if code != 1 || rep.Found || rep.Max != 8 || rep.Recommended != 0 || rep.Failure == nil || rep.Failure.Batch != 16 {
+	if code != 1 || rep.Found || rep.Max != 4 || rep.Recommended != 0 || rep.Failure == nil || rep.Failure.Batch != 16 {
 		t.Errorf("exit %d, JSON %+v", code, rep)
 	}
 }

@@ -20,7 +20,7 @@ const module = "github.com/vramhq/vram"
 // The layers, as package patterns relative to the module ("x/..." is x and
 // every package below it).
 var (
-	library = []string{"alloc/...", "cuda/...", "trace/...", "replay/...", "gpu/...", "proc/...", "detect/..."}
+	library = []string{"alloc/...", "cuda/...", "trace/...", "replay/...", "gpu/...", "proc/...", "detect/...", "estimate/..."}
 	command = []string{"cli/...", "serve/...", "job/...", "policy/...", "python/...", "cmd/...", "internal/cmd/..."}
 	// other holds internal helpers and the packages that are only tests
 	// (of the deployment files and of the scripts).
