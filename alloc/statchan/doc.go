@@ -59,6 +59,6 @@
 //     by another process does not inherit a dead process's figures).
 //
 // A file that fails the identity check is stale: it is skipped, and
-// removed when RemoveStale is set (the daemon sets it; /dev/shm is sticky,
+// removed when RemoveStale is set (no tool sets it yet; /dev/shm is sticky,
 // so only the owner or root can remove it).
 package statchan
