@@ -178,6 +178,15 @@ func SetChunkShare(n uint64) (restore func()) {
 	return func() { chunkShare = old }
 }
 
+// SetSizeShare sets sizeShare (0: chunks not bounded by the job's size)
+// and returns a function that restores the previous value. Not safe while
+// other tests create allocators.
+func SetSizeShare(n uint64) (restore func()) {
+	old := sizeShare
+	sizeShare = n
+	return func() { sizeShare = old }
+}
+
 // MaxChunkBytes returns the most bytes one new physical chunk may hold
 // now (0 when the page-mapped mode is off).
 func (a *Allocator) MaxChunkBytes() uint64 {

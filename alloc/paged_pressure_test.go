@@ -76,6 +76,7 @@ func TestPagedChunkBoundFromCap(t *testing.T) {
 // Under a 2 GiB cap a growth creates 4 MiB chunks; the same growth
 // without a cap creates 20 MiB chunks: the bound changes nothing else.
 func TestPagedCapChunksGrowth(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	for _, tt := range []struct {
 		name            string
 		maxBytes        uint64
@@ -116,6 +117,7 @@ func TestPagedCapChunksGrowth(t *testing.T) {
 // growing ahead, and creates what is still needed in those smaller
 // chunks; the bound stays when the memory comes back.
 func TestPagedDeviceFullBoundsChunks(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	tests := []struct {
 		name string
 		// full makes the next MemCreate of 20 MiB fail with out of memory:
@@ -234,6 +236,7 @@ func sumCounts(m map[uint64]int) int {
 // growths) all move where a request needs them, and a request fails only
 // when live memory leaves no room under the cap.
 func TestPagedCapPressureMixedChunks(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	d := sim.MustNew(sim.Config{Capacity: 4 * giB})
 	w := newWholeVMM(d)
 	cfg := paged
@@ -397,4 +400,45 @@ func TestPagedPressurePropertyRandomOps(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A small job's chunks are small, a large job's 20 MiB (sizeShare): the
+// bound follows the most the large pool has held.
+func TestPagedChunksFollowTheJobsSize(t *testing.T) {
+	dev := sim.MustNew(sim.Config{Capacity: 64 << 30})
+	cfg, err := alloc.ParseConfig("page_mapped:true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := alloc.New(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	chunk := func(size uint64) uint64 {
+		t.Helper()
+		before := a.Stats()
+		p, err := a.Malloc(size, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := a.Stats()
+		n := after.NumDeviceAlloc - before.NumDeviceAlloc
+		if n == 0 {
+			t.Fatalf("%d MiB: no chunk created", size>>20)
+		}
+		_ = p
+		return uint64(after.ReservedBytes.LargePool.Current-before.ReservedBytes.LargePool.Current) / uint64(n)
+	}
+	if c := chunk(8 << 20); c != 2<<20 {
+		t.Errorf("first request of a job: chunks of %d KiB, want 2048 (one page)", c>>10)
+	}
+	chunk(3 << 30) // the job now holds 3 GiB: 3 GiB/256 = 12 MiB
+	if c := chunk(48 << 20); c != 12<<20 {
+		t.Errorf("after 3 GiB: chunks of %d KiB, want 12288", c>>10)
+	}
+	chunk(8 << 30) // 11 GiB: past 256 × 20 MiB
+	if c := chunk(100 << 20); c != 20<<20 {
+		t.Errorf("after 11 GiB: chunks of %d KiB, want 20480", c>>10)
+	}
 }

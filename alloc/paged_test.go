@@ -79,6 +79,7 @@ func TestPagedCachedReuse(t *testing.T) {
 // elsewhere, not from new physical memory, and the live blocks keep their
 // contents. Blocks of 20 MiB each fill one chunk of their own.
 func TestPagedRemapIdlePages(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	a, d := newAlloc(t, giB, paged)
 	var ps [4]uint64
 	for i := range ps {
@@ -123,6 +124,7 @@ func TestPagedRemapIdlePages(t *testing.T) {
 
 // Physical memory is created only for what idle chunks cannot cover.
 func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	a, d := newAlloc(t, giB, paged)
 	x := mustMalloc(t, a, 20*miB, 0)
 	y := mustMalloc(t, a, 20*miB, 0)
@@ -142,6 +144,7 @@ func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
 // Growth creates what is missing in chunks of at most 20 MiB, and grows
 // ahead to 20 MiB once the large pool holds 64 × that; the cap limits it.
 func TestPagedGrowthChunks(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	t.Run("a large request", func(t *testing.T) {
 		a, d := newAlloc(t, 4*giB, paged)
 		mustMalloc(t, a, 1280*miB, 0)
@@ -295,6 +298,7 @@ func TestPagedEmptyCache(t *testing.T) {
 // The release policy: idle pages that two windows did not need go back,
 // in one batch; a workload that keeps returning to its peak keeps them.
 func TestPagedReleasePolicy(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	cfg := paged
 	cfg.PageReleaseWindow = 64
 	t.Run("phase change", func(t *testing.T) {
@@ -710,7 +714,7 @@ func Example_pageMapped() {
 	cfg, _ := alloc.ParseConfig("page_mapped:true")
 	a, _ := alloc.New(dev, cfg)
 	var ps []uint64
-	for range 4 { // 20 MiB: one chunk each
+	for range 4 { // 20 MiB each: in ten 2 MiB chunks, as the job is small
 		p, _ := a.Malloc(20<<20, 0)
 		ps = append(ps, p)
 	}
@@ -722,5 +726,5 @@ func Example_pageMapped() {
 	fmt.Printf("reserved %d MiB, chunks created %d, mapped %d, unmapped %d\n",
 		s.ReservedBytes.All.Current>>20, s.NumDeviceAlloc, s.NumMemMap, s.NumMemUnmap)
 	a.Free(p)
-	// Output: reserved 80 MiB, chunks created 4, mapped 6, unmapped 2
+	// Output: reserved 80 MiB, chunks created 40, mapped 60, unmapped 20
 }
