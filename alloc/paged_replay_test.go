@@ -28,7 +28,7 @@ import (
 func TestPagedReplayTraces(t *testing.T) {
 	dir := os.Getenv("VRAM_TRACE_DIR")
 	if dir == "" {
-		t.Skip("set VRAM_TRACE_DIR to a directory of *.csv.gz RMM logs")
+		t.Skip("set VRAM_TRACE_DIR to a directory of *.csv.gz RMM logs and *.pickle.gz PyTorch snapshots")
 	}
 	if v := os.Getenv("VRAM_GROW_CHUNK_MIB"); v != "" {
 		mib, err := strconv.ParseUint(v, 10, 64)
@@ -36,6 +36,13 @@ func TestPagedReplayTraces(t *testing.T) {
 			t.Fatalf("VRAM_GROW_CHUNK_MIB=%q: %v", v, err)
 		}
 		defer alloc.SetGrowChunkBytes(mib << 20)()
+	}
+	if v := os.Getenv("VRAM_SIZE_SHARE"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("VRAM_SIZE_SHARE=%q: %v", v, err)
+		}
+		defer alloc.SetSizeShare(n)()
 	}
 	if v := os.Getenv("VRAM_MAX_CHUNK_MIB"); v != "" {
 		mib, err := strconv.ParseUint(v, 10, 64)
@@ -45,8 +52,10 @@ func TestPagedReplayTraces(t *testing.T) {
 		defer alloc.SetMaxChunkBytes(mib << 20)()
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.csv.gz"))
+	pickles, _ := filepath.Glob(filepath.Join(dir, "*.pickle.gz"))
+	files = append(files, pickles...)
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no *.csv.gz in %s: %v", dir, err)
+		t.Fatalf("no *.csv.gz or *.pickle.gz in %s: %v", dir, err)
 	}
 	var traces []*replay.Trace
 	for _, spec := range append(files, "synth:random", "synth:batchwalk", "synth:kvcache") {

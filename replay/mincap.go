@@ -48,10 +48,16 @@ type Step struct {
 	Lo, Hi   uint64 // the bracket after this pass
 }
 
+// upperBoundSteps are the multiples of hi that MinCapacity tries, in order,
+// until the trace completes under one.
+var upperBoundSteps = []float64{1, 1.02, 1.05, 1.1, 1.25, 1.5, 2}
+
 // MinCapacity finds by bisection the smallest cap (max_bytes) under which
 // the trace completes, for configuration cfg, between live-1 (which cannot
 // complete) and hi (normally the reserved peak of a pass without a cap). It
-// first checks that hi completes. open returns a new Source over the whole
+// first checks that hi completes, and if it does not, tries 1.02, 1.05,
+// 1.1, 1.25, 1.5 and 2 times hi before it gives up (Found false, Bytes the
+// last bound tried). open returns a new Source over the whole
 // trace, and a function that closes it, for each pass. step, if set, is
 // called after every pass.
 func MinCapacity(open func() (Source, func(), error), dev DeviceFunc, cfg alloc.Config, live, hi uint64, step func(Step)) (MinCapacityResult, error) {
@@ -83,14 +89,31 @@ func MinCapacity(open func() (Source, func(), error), dev DeviceFunc, cfg alloc.
 		return r.OOM == nil, nil
 	}
 	lo := live - 1
-	ok, err := completes(hi)
-	if err != nil {
-		return res, err
-	}
-	if step != nil {
-		step(Step{Pass: res.Passes, Cap: hi, Complete: ok, Lo: lo, Hi: hi})
+	// A cap changes how the allocator grows (page-mapped chunks are bounded
+	// by the cap), so a trace may need a little more under a cap than it
+	// reserved without one: raise the bound step by step before giving up.
+	top := hi
+	ok := false
+	for _, f := range upperBoundSteps {
+		h := uint64(float64(top) * f)
+		var err error
+		if ok, err = completes(h); err != nil {
+			return res, err
+		}
+		if ok {
+			hi = h
+		} else {
+			lo = max(lo, h)
+		}
+		if step != nil {
+			step(Step{Pass: res.Passes, Cap: h, Complete: ok, Lo: lo, Hi: max(hi, h)})
+		}
+		if ok {
+			break
+		}
 	}
 	if !ok {
+		res.Bytes = uint64(float64(top) * upperBoundSteps[len(upperBoundSteps)-1])
 		return res, nil
 	}
 	for hi-lo > res.Resolution {

@@ -306,3 +306,24 @@ func TestMeasureProgress(t *testing.T) {
 		t.Errorf("progress lines %q", lines)
 	}
 }
+
+// Under a cap at its own uncapped peak, the recorded LLaMA LoRA history does
+// not complete in page-mapped mode (the cap bounds the chunks, and the
+// layout differs); the bisection raises its upper bound and still finds a
+// smallest capacity.
+func TestMinCapacityRaisesTheUpperBound(t *testing.T) {
+	ts, err := Open("testdata/recorded/llama_lora.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Measure(ts[0], Policy{Name: "paged", Conf: "page_mapped:true"}, MeasureOptions{Device: SimDevice(141 << 30), MinCapacity: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.MinCapacity == nil || !rep.MinCapacity.Found {
+		t.Fatalf("no smallest capacity: %+v", rep.MinCapacity)
+	}
+	if r := rep.MinCapacityOverLive(); r < 1 || r > 1.05 {
+		t.Errorf("smallest capacity %.3f × live, want within [1, 1.05]", r)
+	}
+}

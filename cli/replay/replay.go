@@ -324,7 +324,7 @@ func notesOf(reports []*replay.Report) notes {
 			n.lines = append(n.lines, fmt.Sprintf("%s: the device had %d bytes less free memory after the replay than before it", who, r.DeviceLeakedBytes))
 		}
 		if r.MinCapacity != nil && !r.MinCapacity.Found {
-			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under a cap of its own uncapped reserved peak (%s); no smallest capacity", who, units.FormatBytes(r.MinCapacity.Bytes)))
+			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under any cap up to twice its uncapped reserved peak (%s); no smallest capacity", who, units.FormatBytes(r.MinCapacity.Bytes)))
 		}
 	}
 	return n
