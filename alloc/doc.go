@@ -220,11 +220,13 @@
 // follows the large pool's active bytes over windows of
 // page_release_window allocations (default 4096). At the end of each
 // window it keeps enough idle pages to grow back to the peak of the last
-// two windows, plus page_release_slack (default 3 %) of that peak, and
+// 16 windows, plus page_release_slack (default 3 %) of that peak, and
 // releases the rest in one batch (whole idle chunks, highest addresses
 // first; MemUnmap and MemRelease per chunk; at least 4 pages or nothing).
-// A job whose peak recurs within two windows releases nothing; one that
-// moved to a smaller phase gives its memory back within two windows.
+// A job whose peak recurs within 16 windows releases nothing; one that
+// moved to a smaller phase gives its memory back within 16 windows (with
+// two windows, variable-length training released and recreated its
+// longest steps' memory every few steps).
 // EmptyCache releases every idle chunk at once.
 //
 // Statistics: reserved_bytes counts mapped pages (plus small segments);

@@ -86,7 +86,8 @@ type pagedState struct {
 	maxChunk uint64 // most bytes of one chunk (maxChunkBytes in pages)
 
 	winStart uint64   // allocation number at the start of the current window
-	winPeak  [2]int64 // large-pool active bytes peak: this window, the previous one
+	winPeak  [releaseHorizon]int64 // large-pool active bytes peak of the last windows, this one at winIdx
+	winIdx   int
 	synced   []Stream // streams synchronised during the current operation
 }
 
@@ -758,21 +759,37 @@ func (a *Allocator) pagedTryLocked(size uint64, s Stream) (*block, error) {
 	return b, nil
 }
 
-// notePeak records the large pool's active bytes after an allocation.
-func (pg *pagedState) notePeak(active int64) { pg.winPeak[0] = max(pg.winPeak[0], active) }
+// releaseHorizon is how many windows of page_release_window allocations
+// the release policy remembers: idle pages are kept as long as the peak of
+// any of them needs them. 16 windows of 4096 are about 45 steps of GPT-2
+// training with variable sequence lengths (some 1,450 allocations a step),
+// long enough for the longest shapes to come back before their pages are
+// released: with two windows, 55 such steps on the H200 released and
+// recreated 682 chunks (docs/alloc.md).
+const releaseHorizon = 16
 
-// pagedTickLocked, called before each allocation, follows the large pool's active bytes over windows of
-// allocations and, at the end of each window, releases the idle pages
-// that the last two windows did not need (see doc.go).
+// notePeak records the large pool's active bytes after an allocation.
+func (pg *pagedState) notePeak(active int64) {
+	pg.winPeak[pg.winIdx] = max(pg.winPeak[pg.winIdx], active)
+}
+
+// pagedTickLocked, called before each allocation, follows the large pool's
+// active bytes over windows of allocations and, at the end of each window,
+// releases the idle pages that the last releaseHorizon windows did not
+// need (see doc.go).
 func (a *Allocator) pagedTickLocked() error {
 	pg := a.pg
 	if pg.window == 0 || a.seq-pg.winStart < pg.window {
 		return nil
 	}
 	act := a.st.s[statActiveBytes][poolLarge+1].Current
-	pg.winPeak[0] = max(pg.winPeak[0], act)
-	peak := max(pg.winPeak[0], pg.winPeak[1])
-	pg.winPeak[1], pg.winPeak[0], pg.winStart = pg.winPeak[0], act, a.seq
+	pg.notePeak(act)
+	peak := act
+	for _, p := range pg.winPeak {
+		peak = max(peak, p)
+	}
+	pg.winIdx = (pg.winIdx + 1) % releaseHorizon
+	pg.winPeak[pg.winIdx], pg.winStart = act, a.seq
 	// Keep enough idle pages to grow back to the peak, plus the slack.
 	keep := uint64(peak-act) + uint64(pg.slack*float64(peak))
 	_, err := a.releaseIdleLocked(keep, minTrimPages)

@@ -295,7 +295,7 @@ func TestPagedEmptyCache(t *testing.T) {
 	}
 }
 
-// The release policy: idle pages that two windows did not need go back,
+// The release policy: idle pages that 16 windows did not need go back,
 // in one batch; a workload that keeps returning to its peak keeps them.
 func TestPagedReleasePolicy(t *testing.T) {
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
@@ -310,7 +310,7 @@ func TestPagedReleasePolicy(t *testing.T) {
 		for _, p := range big {
 			mustFree(t, a, p)
 		}
-		for range 300 { // a steady 20 MiB for several windows
+		for range 1500 { // a steady 20 MiB for 46 windows of 64 allocations, past the horizon of 16
 			p := mustMalloc(t, a, 10*miB, 0)
 			q := mustMalloc(t, a, 10*miB, 0)
 			mustFree(t, a, p)
