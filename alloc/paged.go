@@ -85,7 +85,7 @@ type pagedState struct {
 	chunk    uint64 // least bytes one growth creates (growChunkBytes in pages)
 	maxChunk uint64 // most bytes of one chunk (maxChunkBytes in pages)
 
-	winStart uint64   // allocation number at the start of the current window
+	winStart uint64                // allocation number at the start of the current window
 	winPeak  [releaseHorizon]int64 // large-pool active bytes peak of the last windows, this one at winIdx
 	winIdx   int
 	synced   []Stream // streams synchronised during the current operation
