@@ -26,22 +26,16 @@
 # *.trials.jsonl, meta.jsonl), env.txt, leftover.txt, percall.jsonl
 # (PERCALL=1) and summary.md.
 #
-# Time on an H200, from single runs of train_bench.py under default and
-# expandable (torch 2.11, transformers 5.17); the log prints the elapsed
-# time of each part:
-#   imports     ~15 s with transformers, ~6 s without: once per workload
-#   resnet      60 steps (10 warm-up), ~40 ms each (p95 ~180: new batch
-#               sizes), ~1 s to build:                     ~6 s a run,  ~30 s for 4
-#   gpt2        60 steps, ~230 ms each (every length a new shape), ~4 s to
-#               build and start CUDA:                    ~21 s a run, ~100 s for 4
-#   llama_lora  60 steps, ~350 ms each, timed part bounded by MAX_SECONDS
-#               (18 s, ~50 steps):                        ~25 s a run, ~115 s for 4
-#   kvgen       5 generate calls (1 warm-up, ~10 s at the largest shape),
-#               ~6 s each (~30 ms a token), timed part bounded by
-#               MAX_SECONDS (~3 calls):                   ~37 s a run, ~165 s for 4
+# Time on an H200 (2026-12-01, torch 2.11, transformers 5.17, 55 steps of
+# which 5 warm-up, MAX_SECONDS=40; docs/gpu-runs/2026-12-01/train-2):
+#   each workload  an unmeasured warm-up run (WARM_RUN=1) and ~15 s of
+#                  imports before its four runs
+#   resnet      ~45 ms a step:                              ~52 s for the group
+#   gpt2        ~80 ms a step:                              ~63 s
+#   llama_lora  ~200 ms a step:                             ~89 s
+#   kvgen       ~340-460 ms a generate call:               ~133 s
 #   vram fit    6 searches side by side (resnet under 16 GiB, gpt2 under
-#               24 GiB), ~5-8 trials each of ~8 s (resnet) or ~20 s (gpt2,
-#               its imports included):                                  ~120 s
+#               24 GiB): ~96 s; llama_lora's three under 24 GiB: ~144 s
 #   percall     (PERCALL=1, off by default) ~10-15 s per allocator:      ~80 s
 # About 9 minutes in all, with little slack: DEADLINE_S (525) bounds it. A
 # workload's runs do not start after MAIN_BUDGET_S (330 s) and are listed as
