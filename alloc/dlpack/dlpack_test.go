@@ -384,8 +384,8 @@ func TestCheck(t *testing.T) {
 		outStr  []int64
 	}{
 		{Float32, []int64{2, 3}, nil, 24, []int64{3, 1}},
-		{Float32, []int64{2, 3}, []int64{1, 2}, 24, []int64{1, 2}},  // column-major
-		{Float32, []int64{2, 3}, []int64{0, 1}, 12, []int64{0, 1}},  // broadcast
+		{Float32, []int64{2, 3}, []int64{1, 2}, 24, []int64{1, 2}},   // column-major
+		{Float32, []int64{2, 3}, []int64{0, 1}, 12, []int64{0, 1}},   // broadcast
 		{Float32, []int64{2, 3}, []int64{10, 1}, 52, []int64{10, 1}}, // padded rows
 		{DataType{Float, 32, 4}, []int64{5}, nil, 80, []int64{1}},
 		{Float16, []int64{}, nil, 2, []int64{}},
