@@ -1,15 +1,26 @@
 // The C side of package dlpack: the deleters a consumer calls, which hand
 // the tensor to Go, and the call of a producer's deleter.
 
+#include <pthread.h>
+
 #include "dlpack.h"
 #include "_cgo_export.h"
 
+// In a child made by fork the Go runtime has lost its threads: a deleter
+// called there must not enter Go. It does nothing (the parent owns the
+// memory).
+static volatile int forked = 0;
+static void on_fork_child(void) { forked = 1; }
+__attribute__((constructor)) static void register_fork_handler(void) {
+  pthread_atfork(NULL, NULL, on_fork_child);
+}
+
 void vram_dlpack_delete_versioned(vram_DLManagedTensorVersioned *self) {
-  if (self != NULL) vramDLPackDeleted(self, (uintptr_t)self->manager_ctx);
+  if (self != NULL && !forked) vramDLPackDeleted(self, (uintptr_t)self->manager_ctx);
 }
 
 void vram_dlpack_delete_legacy(vram_DLManagedTensor *self) {
-  if (self != NULL) vramDLPackDeleted(self, (uintptr_t)self->manager_ctx);
+  if (self != NULL && !forked) vramDLPackDeleted(self, (uintptr_t)self->manager_ctx);
 }
 
 void vram_dlpack_call_deleter(void *fn, void *self) {
