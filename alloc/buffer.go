@@ -26,6 +26,7 @@ type Buffer struct {
 	owner  *Buffer // nil for an owner; keeps the owner reachable from views
 	scope  *Scope
 	clean  runtime.Cleanup
+	ext    *external // memory the allocator does not own (Wrap); nil otherwise
 }
 
 // leakArg is what a Buffer's cleanup needs; it must not point at the Buffer.
@@ -75,6 +76,9 @@ func (b *Buffer) check(op string) error {
 	if b.n == 0 {
 		return nil
 	}
+	if b.ext != nil {
+		return b.ext.check(op, b.ptr, false)
+	}
 	if !b.a.isLive(b.base, b.seq) {
 		return fmt.Errorf("alloc: %s on buffer %#x: %w", op, b.ptr, ErrFreed)
 	}
@@ -90,7 +94,7 @@ func (b *Buffer) Slice(off, n uint64) (*Buffer, error) {
 	if err := b.check("slice"); err != nil {
 		return nil, err
 	}
-	return &Buffer{a: b.a, ptr: b.ptr + off, n: n, seq: b.seq, base: b.base, stream: b.stream, owner: b.root()}, nil
+	return &Buffer{a: b.a, ptr: b.ptr + off, n: n, seq: b.seq, base: b.base, stream: b.stream, owner: b.root(), ext: b.ext}, nil
 }
 
 // CopyFromHost copies src to the start of the buffer.
@@ -101,7 +105,7 @@ func (b *Buffer) CopyFromHost(src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if err := b.check("copy from host"); err != nil {
+	if err := b.checkWrite("copy from host"); err != nil {
 		return err
 	}
 	return wrapDev("copy from host", b.a.dev.CopyHtoD(b.ptr, src))
@@ -136,7 +140,7 @@ func (b *Buffer) CopyFrom(src *Buffer) error {
 	if err := src.check("copy from"); err != nil {
 		return err
 	}
-	if err := b.check("copy to"); err != nil {
+	if err := b.checkWrite("copy to"); err != nil {
 		return err
 	}
 	return wrapDev("device copy", b.a.dev.CopyDtoD(b.ptr, src.ptr, src.n))
@@ -147,7 +151,7 @@ func (b *Buffer) Memset(v byte) error {
 	if b.n == 0 {
 		return nil
 	}
-	if err := b.check("memset"); err != nil {
+	if err := b.checkWrite("memset"); err != nil {
 		return err
 	}
 	return wrapDev("memset", b.a.dev.Memset(b.ptr, v, b.n))
@@ -158,6 +162,9 @@ func (b *Buffer) Memset(v byte) error {
 func (b *Buffer) RecordStream(s Stream) error {
 	if b.n == 0 {
 		return nil
+	}
+	if b.ext != nil {
+		return b.ext.check("record stream", b.ptr, false)
 	}
 	a := b.a
 	a.mu.Lock()
@@ -176,6 +183,9 @@ func (b *Buffer) Free() error {
 	if b.owner != nil {
 		return fmt.Errorf("alloc: free of a view of buffer %#x: free the buffer it was sliced from", b.owner.ptr)
 	}
+	if b.ext != nil {
+		return b.ext.free(b.ptr)
+	}
 	if b.n == 0 {
 		return nil
 	}
@@ -187,6 +197,14 @@ func (b *Buffer) Free() error {
 		b.scope.forget(b.ptr, b.seq)
 	}
 	return nil
+}
+
+// checkWrite is check for an operation that writes to the buffer.
+func (b *Buffer) checkWrite(op string) error {
+	if b.ext != nil && b.n != 0 {
+		return b.ext.check(op, b.ptr, true)
+	}
+	return b.check(op)
 }
 
 func wrapDev(op string, err error) error {

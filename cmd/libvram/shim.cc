@@ -18,6 +18,7 @@
 #include "shim.h"
 extern "C" {
 #include "_cgo_export.h"
+#include "../../alloc/dlpack/dlpack.h"
 }
 
 namespace {
@@ -318,5 +319,42 @@ int vram_empty_cache(int device) { VRAM_GUARD(-1); return vramGoEmptyCache(devic
 int vram_reset_peak_stats(int device) { VRAM_GUARD(-1); return vramGoResetPeak(device); }
 int vram_reset_accumulated_stats(int device) { VRAM_GUARD(-1); return vramGoResetAccumulated(device); }
 char *vram_info_json(void) { VRAM_GUARD(nullptr); return vramGoInfoJSON(); }
+
+}  // extern "C"
+
+// ---- DLPack (cmd/libvram/dlpack.go) ----
+
+extern "C" {
+
+void *vram_dlpack_empty(const int64_t *shape, int ndim, int code, int bits, int lanes, int device) {
+  VRAM_GUARD(nullptr);
+  return vramGoDLPackEmpty((int64_t *)shape, ndim, code, bits, lanes, device);
+}
+
+void *vram_dlpack_share(void *tensor, int legacy) {
+  VRAM_GUARD(nullptr);
+  return vramGoDLPackShare(tensor, legacy);
+}
+
+void *vram_dlpack_import(void *tensor, int legacy, int device) {
+  VRAM_GUARD(nullptr);
+  return vramGoDLPackImport(tensor, legacy, device);
+}
+
+int vram_dlpack_copy(void *tensor, void *host, size_t n, int to_host) {
+  VRAM_GUARD(-1);
+  return vramGoDLPackCopy(tensor, host, n, to_host);
+}
+
+void vram_dlpack_delete(void *tensor, int legacy) {
+  if (tensor == nullptr) return;
+  if (legacy) {
+    auto *m = (vram_DLManagedTensor *)tensor;
+    if (m->deleter != nullptr) m->deleter(m);
+  } else {
+    auto *m = (vram_DLManagedTensorVersioned *)tensor;
+    if (m->deleter != nullptr) m->deleter(m);
+  }
+}
 
 }  // extern "C"

@@ -97,6 +97,35 @@ int vram_reset_accumulated_stats(int device);
 /* {"version": "...", "backend": "cuda"|"sim", "pid": N, "devices": [indexes with an allocator], "config": "..."} */
 char *vram_info_json(void);
 
+/* ---- DLPack (DLPack 1.x; the Python package's vram.empty and vram.from_dlpack) ----
+ *
+ * Tensors are DLManagedTensorVersioned * (legacy: DLManagedTensor *), whose
+ * layouts are DLPack's (alloc/dlpack/dlpack.h). A tensor made by vram
+ * holds its memory until its deleter runs; the memory goes back (to vram,
+ * or to the producer of an imported tensor) when every tensor that shares
+ * it has been deleted. NULL or -1 on failure (vram_last_error). */
+
+/* A new compact row-major tensor of vram memory on device (uninitialised),
+ * of ndim dimensions shape[0..ndim) and DLPack element type (code, bits,
+ * lanes), reported as kDLCUDA device `device`. */
+void *vram_dlpack_empty(const int64_t *shape, int ndim, int code, int bits, int lanes, int device);
+/* Another tensor of the memory of tensor (made by vram and not deleted),
+ * for a consumer: a DLManagedTensorVersioned *, or a DLManagedTensor * when
+ * legacy is 1. */
+void *vram_dlpack_share(void *tensor, int legacy);
+/* Takes over a tensor of another producer (a DLManagedTensorVersioned *, or
+ * a DLManagedTensor * when legacy is 1) on CUDA device `device`, without a
+ * copy, and returns a vram tensor of its memory (versioned). The producer's
+ * deleter is called once, after the returned tensor and every tensor shared
+ * from it have been deleted. A refused tensor (wrong device, overflowing
+ * size, null data, bad version, ...) is left to the caller. */
+void *vram_dlpack_import(void *tensor, int legacy, int device);
+/* Copies n bytes between host memory and the start of a vram tensor
+ * (to_host 1: out of the tensor). Returns 0 or -1. */
+int vram_dlpack_copy(void *tensor, void *host, size_t n, int to_host);
+/* Calls the deleter of tensor (any producer's; legacy 1: a DLManagedTensor *). */
+void vram_dlpack_delete(void *tensor, int legacy);
+
 /* The last error of the calling thread ("" if none); valid until the thread's next call. */
 const char *vram_last_error(void);
 int vram_last_error_is_oom(void);

@@ -30,6 +30,7 @@ __all__ = [
     "memory_stats", "memory_allocated", "memory_reserved", "max_memory_allocated",
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "memory_summary", "snapshot", "dump_snapshot", "empty_cache",
+    "Array", "empty", "from_dlpack",
 ]
 
 _MAX_U64 = (1 << 64) - 1
@@ -277,3 +278,7 @@ def empty_cache(device=None):
     """Releases the cached (unallocated) memory of device (None: every device)."""
     d = _device(device, "empty_cache", all_ok=True)
     _lib.call_status("empty_cache", "vram_empty_cache", d)
+
+
+# DLPack (vram/dlpack.py); imported last: it uses _device above.
+from .dlpack import Array, empty, from_dlpack  # noqa: E402

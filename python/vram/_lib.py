@@ -94,6 +94,12 @@ PROTOTYPES = {
     "vram_reset_peak_stats": (c_int, [c_int]),
     "vram_reset_accumulated_stats": (c_int, [c_int]),
     "vram_info_json": (c_void_p, []),
+    # DLPack.
+    "vram_dlpack_empty": (c_void_p, [c_void_p, c_int, c_int, c_int, c_int, c_int]),
+    "vram_dlpack_share": (c_void_p, [c_void_p, c_int]),
+    "vram_dlpack_import": (c_void_p, [c_void_p, c_int, c_int]),
+    "vram_dlpack_copy": (c_int, [c_void_p, c_void_p, c_size_t, c_int]),
+    "vram_dlpack_delete": (None, [c_void_p, c_int]),
     "vram_last_error": (c_char_p, []),
     "vram_last_error_is_oom": (c_int, []),
     "vram_string_free": (None, [c_void_p]),
