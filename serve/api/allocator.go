@@ -61,3 +61,61 @@ type AllocatorRanges struct {
 	Allocated *Range `json:"allocated_bytes"`
 	Reserved  *Range `json:"reserved_bytes"`
 }
+
+// allocatorFields writes f's keys, each after a comma, as encoding/json
+// writes them (encode.go).
+func (e *encoder) allocatorFields(f *AllocatorFields) {
+	e.raw(`,"allocated_bytes":`)
+	e.intOrNull(f.AllocatedBytes)
+	e.raw(`,"reserved_bytes":`)
+	e.intOrNull(f.ReservedBytes)
+	a := f.Allocator
+	if a == nil {
+		return
+	}
+	e.raw(`,"allocator":{"allocated_bytes":`)
+	e.int(a.AllocatedBytes)
+	e.raw(`,"allocated_peak_bytes":`)
+	e.int(a.AllocatedPeak)
+	e.raw(`,"reserved_bytes":`)
+	e.int(a.ReservedBytes)
+	e.raw(`,"reserved_peak_bytes":`)
+	e.int(a.ReservedPeak)
+	e.raw(`,"active_bytes":`)
+	e.int(a.ActiveBytes)
+	e.raw(`,"inactive_split_bytes":`)
+	e.int(a.InactiveSplitBytes)
+	e.raw(`,"requested_bytes":`)
+	e.int(a.RequestedBytes)
+	e.raw(`,"free_cached_bytes":`)
+	e.int(a.FreeCachedBytes)
+	e.raw(`,"largest_free_block_bytes":`)
+	e.int(a.LargestFreeBlock)
+	e.raw(`,"fragmentation":`)
+	e.float(a.Fragmentation)
+	e.raw(`,"num_ooms":`)
+	e.int(a.NumOOMs)
+	e.raw(`,"num_alloc_retries":`)
+	e.int(a.NumAllocRetries)
+	e.raw(`,"cap_bytes":`)
+	e.int(a.CapBytes)
+	e.raw(`,"device":`)
+	e.int(int64(a.Device))
+	e.raw(`,"backend":`)
+	e.str(a.Backend)
+	e.raw(`,"config":`)
+	e.str(a.Config)
+	e.raw(`,"version":`)
+	e.str(a.Version)
+	e.raw(`,"updated":`)
+	e.time(a.Updated)
+	e.raw("}")
+}
+
+func (e *encoder) intOrNull(v *int64) {
+	if v == nil {
+		e.raw("null")
+		return
+	}
+	e.int(*v)
+}
