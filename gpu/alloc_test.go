@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -99,6 +100,35 @@ func TestSimAdoptsChannel(t *testing.T) {
 	m1, _ := op.Host.(*Sim).devs[1].Memory()
 	if m1.Used-m0.Used < 2<<30 {
 		t.Fatalf("GPU 1 used %d with the process, %d without", m1.Used, m0.Used)
+	}
+}
+
+// TestOpenRemovesStaleChannel: with RemoveStaleChannel the sampler's
+// reader removes the file of a process that is gone; without it the file
+// stays (and is skipped).
+func TestOpenRemovesStaleChannel(t *testing.T) {
+	for _, remove := range []bool{false, true} {
+		for _, simulate := range []int{0, 1} {
+			dir, root := t.TempDir(), t.TempDir() // an empty /proc: every process is gone
+			writeChannel(t, dir, statchan.Header{PID: 4242, Device: 0, StartTicks: 99, Backend: "sim"}, statchan.Figures{MaxSplitSize: -1})
+			o := OpenOptions{Simulate: simulate, Seed: 1, ChannelDir: dir, ProcRoot: root, RemoveStaleChannel: remove,
+				Getenv: func(string) (string, bool) { return "", false }}
+			if simulate == 0 {
+				o.OpenNVML = func() (Host, error) { return NewSim(1, 1, nil) }
+			}
+			op, err := Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := op.Sampler.Sample(); err != nil {
+				t.Fatal(err)
+			}
+			op.Host.Close()
+			left, _ := filepath.Glob(filepath.Join(dir, "vram-stats.*"))
+			if remove != (len(left) == 0) {
+				t.Errorf("RemoveStaleChannel %v, simulated %v: files left %v", remove, simulate > 0, left)
+			}
+		}
 	}
 }
 

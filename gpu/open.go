@@ -42,6 +42,12 @@ type OpenOptions struct {
 	// ProcRoot; on a simulated host, the processes that run libvram on
 	// its simulated backend join the simulated devices (Sim.AdoptChannel).
 	ChannelDir string
+	// RemoveStaleChannel removes the channel files of processes that are
+	// gone (killed before libvram could remove them, or whose PID now
+	// names another process), where this process may: the owner's files,
+	// or any with root (statchan.Reader.RemoveStale). vram serve sets it;
+	// the one-shot commands leave the files alone.
+	RemoveStaleChannel bool
 
 	// The outside world; nil or empty means the real one.
 	OpenNVML   func() (Host, error)             // the driver (OpenNVML)
@@ -125,7 +131,7 @@ func Open(o OpenOptions) (*Opened, error) {
 		if dir := channelDir(o); dir != "" {
 			real, err := NewProcFS(o.ProcRoot, o.LookupUser)
 			if err == nil {
-				sim.AdoptChannel(&syncReader{r: statchan.Reader{Dir: dir, ProcRoot: o.ProcRoot}}, real)
+				sim.AdoptChannel(&syncReader{r: statchan.Reader{Dir: dir, ProcRoot: o.ProcRoot, RemoveStale: o.RemoveStaleChannel}}, real)
 			}
 		}
 	} else {
@@ -148,7 +154,7 @@ func Open(o OpenOptions) (*Opened, error) {
 		return nil, err
 	}
 	if dir := channelDir(o); dir != "" {
-		op.Channel = &syncReader{r: statchan.Reader{Dir: dir, ProcRoot: o.ProcRoot}}
+		op.Channel = &syncReader{r: statchan.Reader{Dir: dir, ProcRoot: o.ProcRoot, RemoveStale: o.RemoveStaleChannel}}
 	}
 	var err error
 	op.Sampler, err = NewSampler(op.Host, SamplerOptions{Procs: op.Procs, IdleWindow: o.IdleWindow, Devices: op.Shown, Now: o.Now, Channel: op.Channel})

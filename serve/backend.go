@@ -82,7 +82,8 @@ func (d *Daemon) ProcessHistory(ctx context.Context, uuid string, pid uint32, q 
 	}
 	out := make([]api.ProcessPoint, len(pts))
 	for i, p := range pts {
-		out[i] = api.ProcessPoint{Time: p.Time, PID: p.PID, StartTime: p.StartTime, Samples: p.Samples, Bytes: apiRange(p.Bytes), Flags: p.Flags.Names()}
+		out[i] = api.ProcessPoint{Time: p.Time, PID: p.PID, StartTime: p.StartTime, Samples: p.Samples, Bytes: apiRange(p.Bytes), Flags: p.Flags.Names(),
+			AllocatorRanges: allocatorRanges(p)}
 	}
 	return out, nil
 }

@@ -14,7 +14,8 @@ import (
 // histAcc folds the samples of one history interval into one tick that
 // keeps the peaks: per device the highest used memory (with the lowest
 // free memory and the highest utilization), per process lifetime the most
-// bytes and every flag it had. A process that existed for part of the
+// bytes and every flag it had (and the most its allocator had allocated
+// and reserved, when it runs vram's). A process that existed for part of the
 // interval is in the tick; a device whose queries failed at every sample
 // is not. The tick is stamped with the time of its newest sample.
 type histAcc struct {
@@ -63,10 +64,12 @@ func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, records []sample.
 				t.histGen, t.histAt = h.gen+1, len(h.procs)
 			}
 			h.procs = append(h.procs, *r)
+			ownAlloc(&h.procs[len(h.procs)-1])
 			continue
 		}
 		s := &h.procs[t.histAt]
 		s.Bytes, s.Flags = max(s.Bytes, r.Bytes), s.Flags|r.Flags
+		foldAlloc(s, r.Alloc)
 	}
 }
 

@@ -359,6 +359,7 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 		if t != nil {
 			ap.Leak, ap.Recent = t.leak, t.recentValues(now)
 		}
+		ap.SetAllocator(allocatorOf(r.Alloc))
 		s.Processes[i] = ap
 	}
 	return s

@@ -42,6 +42,10 @@ type HostFlags struct {
 	// variables select no GPU (vram status then says so); without it that
 	// is an error.
 	AllowNoGPU bool
+	// RemoveStaleChannel removes the allocator statistics channel's files
+	// of processes that are gone (gpu.OpenOptions.RemoveStaleChannel):
+	// what the daemon does, running long as the user or root.
+	RemoveStaleChannel bool
 
 	cmd        *cobra.Command
 	idleWindow bool // --idle-window is registered
@@ -108,6 +112,7 @@ func (h *HostFlags) Open(f *Factory) (*Host, error) {
 		Simulate: h.Simulate, Seed: h.Seed, GPUs: h.GPUs, AllGPUs: h.AllGPUs, IdleWindow: h.IdleWindow,
 		OpenNVML: f.OpenNVML, ProcRoot: f.ProcRoot, LookupUser: f.LookupUser,
 		Getenv: f.Getenv, Hostname: f.Hostname, Now: f.Now, ChannelDir: f.ChannelDir,
+		RemoveStaleChannel: h.RemoveStaleChannel,
 	})
 	var ie *gpu.IndexError
 	switch {

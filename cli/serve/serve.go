@@ -204,6 +204,9 @@ func Run(ctx context.Context, f *cmdutil.Factory, o *Options, intervalSet bool, 
 		return err
 	}
 	o.IdleWindow = serve.DefaultIdleWindow
+	// The daemon runs for long, as the user or root: it removes the
+	// channel files that killed processes left (docs/channel.md).
+	o.RemoveStaleChannel = true
 	host, err := o.HostFlags.Open(f)
 	if err != nil {
 		return err

@@ -45,9 +45,19 @@ const (
 	// WhenDeviceUnhealthy: the daemon marks a GPU unhealthy (NVML errors, a
 	// lost GPU, Xid events). One instance per GPU.
 	WhenDeviceUnhealthy Condition = "device_unhealthy"
+	// WhenFragmentationAbove: the fragmentation of a process's allocator
+	// (vram's, libvram: the share of its reserved memory cached free
+	// outside the largest free block) is at least Rule.Percent %, with at
+	// least Rule.MinBytes reserved. One instance per process on vram's
+	// allocator (allocator.go).
+	WhenFragmentationAbove Condition = "fragmentation_above"
+	// WhenAllocatorOOM: vram's allocator inside a process has returned at
+	// least one out-of-memory error. One instance per process on it.
+	WhenAllocatorOOM Condition = "allocator_oom"
 )
 
-var conditions = []Condition{WhenLeak, WhenUsedAbove, WhenOrphanHolding, WhenUnattributedAbove, WhenDeviceUnhealthy}
+var conditions = []Condition{WhenLeak, WhenUsedAbove, WhenOrphanHolding, WhenUnattributedAbove, WhenDeviceUnhealthy,
+	WhenFragmentationAbove, WhenAllocatorOOM}
 
 // Severities. A rule without severity: is a warning.
 const (
@@ -96,10 +106,17 @@ type Rule struct {
 	// does not fire and resolve every sample (0: resolve at once). An
 	// alert whose GPU or process is gone resolves at once regardless.
 	KeepFiringFor time.Duration
-	Percent       float64 // WhenUsedAbove: the threshold, percent of the GPU's total, in (0, 100]
-	MinBytes      uint64  // WhenOrphanHolding, WhenUnattributedAbove: the threshold in bytes
-	MinSlope      float64 // WhenLeak: the least growth that alerts, bytes per second (0: any leak)
-	Line          int     // where the rule starts in its file; 0 for a rule built in code
+	// Percent is the threshold of WhenUsedAbove (percent of the GPU's
+	// total) and WhenFragmentationAbove (percent of the reserved memory),
+	// in (0, 100].
+	Percent float64
+	// MinBytes is the threshold of WhenOrphanHolding and
+	// WhenUnattributedAbove, and for WhenFragmentationAbove the least
+	// reserved memory a process's allocator must hold for the rule to
+	// apply (a small cache is fragmented of no consequence).
+	MinBytes uint64
+	MinSlope float64 // WhenLeak: the least growth that alerts, bytes per second (0: any leak)
+	Line     int     // where the rule starts in its file; 0 for a rule built in code
 }
 
 // Webhook is one URL alerts are posted to; see Notifier for the payload and
@@ -270,11 +287,13 @@ func (r *reader) config(n *yaml.Node) Config {
 // ruleFields lists, for each condition, the threshold fields it reads; the
 // others are refused so that a rule cannot look stricter than it is.
 var ruleFields = map[Condition][]string{
-	WhenLeak:              {"min_slope"},
-	WhenUsedAbove:         {"percent"},
-	WhenOrphanHolding:     {"min_bytes"},
-	WhenUnattributedAbove: {"min_bytes"},
-	WhenDeviceUnhealthy:   nil,
+	WhenLeak:               {"min_slope"},
+	WhenUsedAbove:          {"percent"},
+	WhenOrphanHolding:      {"min_bytes"},
+	WhenUnattributedAbove:  {"min_bytes"},
+	WhenDeviceUnhealthy:    nil,
+	WhenFragmentationAbove: {"percent", "min_bytes"},
+	WhenAllocatorOOM:       nil,
 }
 
 // thresholds are the keys of ruleFields' values.
@@ -361,7 +380,10 @@ func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
 	case WhenLeak:
 		rule.MinSlope = r.slope(m, "min_slope", field)
 	case WhenUsedAbove:
-		rule.Percent = r.percent(m, n, field)
+		rule.Percent = r.percent(m, n, field, "the share of the GPU's memory that alerts (e.g. 90)")
+	case WhenFragmentationAbove:
+		rule.Percent = r.percent(m, n, field, "the share of the process's reserved memory, fragmented, that alerts (e.g. 20)")
+		rule.MinBytes = r.bytes(m, "min_bytes", field)
 	case WhenOrphanHolding:
 		rule.MinBytes = r.bytes(m, "min_bytes", field)
 	case WhenUnattributedAbove:
@@ -375,12 +397,13 @@ func (r *reader) rule(n *yaml.Node, field string) (Rule, bool) {
 	return rule, len(r.Errs) == before
 }
 
-// percent reads percent: 90 (or "90%"), in (0, 100].
-func (r *reader) percent(m map[string]yamlcheck.Entry, n *yaml.Node, field string) float64 {
+// percent reads percent: 90 (or "90%"), in (0, 100]; what says what it
+// is a share of, for the error when it is missing.
+func (r *reader) percent(m map[string]yamlcheck.Entry, n *yaml.Node, field, what string) float64 {
 	e, ok := m["percent"]
 	field = yamlcheck.Join(field, "percent")
 	if !ok {
-		r.Fail(n, field, "missing: the share of the GPU's memory that alerts (e.g. 90)")
+		r.Fail(n, field, "missing: %s", what)
 		return 0
 	}
 	s, ok := r.Scalar(e.Val, field)

@@ -111,6 +111,11 @@ func TestDecodeValues(t *testing.T) {
 		{"slope per hour", "when: leak\nmin_slope: 3600 B/h", func(r Rule) bool { return r.MinSlope == 1 }},
 		{"leak without slope", "when: leak", func(r Rule) bool { return r.MinSlope == 0 && r.Severity == SeverityWarning }},
 		{"orphan without min_bytes", "when: orphan_holding", func(r Rule) bool { return r.MinBytes == 0 }},
+		{"fragmentation for 5m", "when: fragmentation_above\npercent: 20%\nfor: 5m", func(r Rule) bool {
+			return r.When == WhenFragmentationAbove && r.Percent == 20 && r.MinBytes == 0 && r.For == 5*time.Minute
+		}},
+		{"fragmentation of large caches", "when: fragmentation_above\npercent: 20\nmin_bytes: 1GiB", func(r Rule) bool { return r.MinBytes == 1<<30 }},
+		{"allocator OOM", "when: allocator_oom\nseverity: critical", func(r Rule) bool { return r.When == WhenAllocatorOOM && r.Severity == SeverityCritical }},
 		{"for and keep_firing_for", "when: device_unhealthy\nfor: 1m30s\nkeep_firing_for: 0s", func(r Rule) bool {
 			return r.For == 90*time.Second && r.KeepFiringFor == 0
 		}},
@@ -150,11 +155,11 @@ func TestDecodeInvalid(t *testing.T) {
 		{"duplicate name", "alerts:\n  rules:\n    - name: a\n      when: leak\n    - name: a\n      when: device_unhealthy",
 			`c.yaml:5: alerts.rules[1].name: "a" already names the rule on line 3`},
 		{"duplicate name of a rule with a mistake", "alerts:\n  rules:\n    - name: a\n      when: leaking\n    - when: leak\n      name: a",
-			"c.yaml:4: alerts.rules[0].when: unknown condition \"leaking\" (want one of leak, used_above, orphan_holding, unattributed_above, device_unhealthy)\n" +
+			"c.yaml:4: alerts.rules[0].when: unknown condition \"leaking\" (want one of leak, used_above, orphan_holding, unattributed_above, device_unhealthy, fragmentation_above, allocator_oom)\n" +
 				`c.yaml:6: alerts.rules[1].name: "a" already names the rule on line 3`},
-		{"no when", "alerts:\n  rules:\n    - name: a", "c.yaml:3: alerts.rules[0].when: missing: say what the rule watches (leak, used_above, orphan_holding, unattributed_above, device_unhealthy)"},
+		{"no when", "alerts:\n  rules:\n    - name: a", "c.yaml:3: alerts.rules[0].when: missing: say what the rule watches (leak, used_above, orphan_holding, unattributed_above, device_unhealthy, fragmentation_above, allocator_oom)"},
 		{"unknown when", "alerts:\n  rules:\n    - name: a\n      when: leaking",
-			`c.yaml:4: alerts.rules[0].when: unknown condition "leaking" (want one of leak, used_above, orphan_holding, unattributed_above, device_unhealthy)`},
+			`c.yaml:4: alerts.rules[0].when: unknown condition "leaking" (want one of leak, used_above, orphan_holding, unattributed_above, device_unhealthy, fragmentation_above, allocator_oom)`},
 		{"bad severity", "alerts:\n  rules:\n    - name: a\n      when: leak\n      severity: page", `c.yaml:5: alerts.rules[0].severity: "page": want warning or critical`},
 		{"bad for", "alerts:\n  rules:\n    - name: a\n      when: leak\n      for: 5", `c.yaml:5: alerts.rules[0].for: want a duration such as 90s, 5m or 1h30m, found "5"`},
 		{"negative for", "alerts:\n  rules:\n    - name: a\n      when: leak\n      for: -5m", `c.yaml:5: alerts.rules[0].for: -5m is negative`},
@@ -163,6 +168,12 @@ func TestDecodeInvalid(t *testing.T) {
 		{"min_bytes on device_unhealthy", "alerts:\n  rules:\n    - name: a\n      when: device_unhealthy\n      min_bytes: 1GiB",
 			"c.yaml:5: alerts.rules[0].min_bytes: set, but when: device_unhealthy does not read it"},
 		{"percent missing", "alerts:\n  rules:\n    - name: a\n      when: used_above", "c.yaml:3: alerts.rules[0].percent: missing: the share of the GPU's memory that alerts (e.g. 90)"},
+		{"fragmentation without percent", "alerts:\n  rules:\n    - name: a\n      when: fragmentation_above\n      min_bytes: 1GiB",
+			"c.yaml:3: alerts.rules[0].percent: missing: the share of the process's reserved memory, fragmented, that alerts (e.g. 20)"},
+		{"fragmentation above 100", "alerts:\n  rules:\n    - name: a\n      when: fragmentation_above\n      percent: 120",
+			`c.yaml:5: alerts.rules[0].percent: want a number above 0 and at most 100, found "120"`},
+		{"threshold on allocator_oom", "alerts:\n  rules:\n    - name: a\n      when: allocator_oom\n      percent: 5",
+			"c.yaml:5: alerts.rules[0].percent: set, but when: allocator_oom does not read it"},
 		{"percent zero", "alerts:\n  rules:\n    - name: a\n      when: used_above\n      percent: 0", `c.yaml:5: alerts.rules[0].percent: want a number above 0 and at most 100, found "0"`},
 		{"percent above 100", "alerts:\n  rules:\n    - name: a\n      when: used_above\n      percent: 101", `c.yaml:5: alerts.rules[0].percent: want a number above 0 and at most 100, found "101"`},
 		{"percent NaN", "alerts:\n  rules:\n    - name: a\n      when: used_above\n      percent: .nan", `c.yaml:5: alerts.rules[0].percent: want a number above 0 and at most 100, found ".nan"`},
@@ -181,7 +192,7 @@ func TestDecodeInvalid(t *testing.T) {
 				`c.yaml:5: alerts.rules[0].for: want a duration such as 90s, 5m or 1h30m, found "x"`},
 		{"alias", "x: &r {name: a, when: leak}\nalerts:\n  rules: [*r]", "c.yaml:3: alerts.rules[0]: aliases (*name) are not allowed here"},
 		{"merge key", "x: &r {when: leak}\nalerts:\n  rules:\n    - <<: *r\n      name: a",
-			"c.yaml:4: alerts.rules[0]: merge keys (<<) are not allowed here\nc.yaml:4: alerts.rules[0].when: missing: say what the rule watches (leak, used_above, orphan_holding, unattributed_above, device_unhealthy)"},
+			"c.yaml:4: alerts.rules[0]: merge keys (<<) are not allowed here\nc.yaml:4: alerts.rules[0].when: missing: say what the rule watches (leak, used_above, orphan_holding, unattributed_above, device_unhealthy, fragmentation_above, allocator_oom)"},
 
 		{"no url", "alerts:\n  webhooks:\n    - timeout: 1s", "c.yaml:3: alerts.webhooks[0].url: missing: where to post alerts (http:// or https://)"},
 		{"ftp url", "alerts:\n  webhooks:\n    - url: ftp://h/x", `c.yaml:3: alerts.webhooks[0].url: "ftp://h/…": want an http:// or https:// URL`},

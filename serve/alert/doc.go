@@ -14,13 +14,15 @@
 // with what Evaluate returned, and the store with the same alerts. Its
 // input is the daemon's sample: Device is its own small type, a process is
 // the daemon's record of it (serve/sample.Process, whose Display, Bytes,
-// Flags, Leak and Slope the rules read), and alerts are serve/api's Alert,
+// Flags, Leak, Slope and Alloc the rules read), and alerts are serve/api's Alert,
 // the type the JSON API, the store and the dashboard already speak.
 //
 // # Rules and instances
 //
 // A rule names a condition (Condition: leak, used_above, orphan_holding,
-// unattributed_above, device_unhealthy), its threshold, a severity and two
+// unattributed_above, device_unhealthy, and on the figures of vram's
+// allocator inside a process fragmentation_above and allocator_oom, which
+// allocator.go evaluates), its threshold, a severity and two
 // durations. A rule applies to many subjects at once: used_above to every
 // GPU, leak to every process. The Engine keeps one instance per rule and
 // subject, keyed by

@@ -329,7 +329,7 @@ func observe(out []observation, rule *Rule, in Input) []observation {
 			}
 			out = append(out, o)
 		}
-	case WhenLeak, WhenOrphanHolding:
+	case WhenLeak, WhenOrphanHolding, WhenFragmentationAbove, WhenAllocatorOOM:
 		for i := range in.Processes {
 			p := &in.Processes[i]
 			o := observation{key: key{rule: rule.Name, gpu: p.GPU, pid: p.PID}, proc: p}
@@ -341,6 +341,8 @@ func observe(out []observation, rule *Rule, in Input) []observation {
 				o.holds = p.Leak && (rule.MinSlope == 0 || p.Slope >= rule.MinSlope)
 			case WhenOrphanHolding:
 				o.holds = p.Flags&orphanFlags != 0 && p.Bytes > 0 && p.Bytes >= rule.MinBytes
+			case WhenFragmentationAbove, WhenAllocatorOOM:
+				o.unknown, o.holds = allocatorHolds(rule, p)
 			}
 			out = append(out, o)
 		}
@@ -398,6 +400,8 @@ func (o *observation) messages(rule *Rule, devs map[string]*Device) messages {
 		} else {
 			m.resolved = fmt.Sprintf("%s is no longer leaking (holds %s)", m.subject, held)
 		}
+	case WhenFragmentationAbove, WhenAllocatorOOM:
+		allocatorMessages(&m, rule, p)
 	case WhenOrphanHolding:
 		m.firing = fmt.Sprintf("%s %s and holds %s", m.subject, orphanState(p.Flags), held)
 		switch {

@@ -44,7 +44,14 @@
 // used_bytes, reserved_bytes and free_bytes (each {min, max, mean} over the
 // bucket), total_bytes and util_percent ({min, max, mean}, absent when
 // unknown); a process point has t, pid, start_time (null when unknown),
-// samples, used_bytes ({min, max, mean}) and flags.
+// samples, used_bytes ({min, max, mean}), flags, and allocated_bytes and
+// reserved_bytes ({min, max, mean}, null when the process was not on vram's
+// allocator in that bucket).
+//
+// A process in a State carries the figures of vram's allocator inside it
+// (libvram's statistics channel) with the keys of vram status --json:
+// allocated_bytes and reserved_bytes, null when it does not run it, and an
+// allocator object (absent then) with the rest (allocator.go).
 //
 // # Query parameters
 //

@@ -300,6 +300,7 @@ func (e *encoder) process(p *Process) {
 	e.uints(p.Recent)
 	e.raw(`,"recent_step_seconds":`)
 	e.float(p.RecentStep)
+	e.allocatorFields(&p.AllocatorFields)
 	e.raw(`,"start_time":`)
 	e.timeOrNull(p.StartTime)
 	e.raw("}")

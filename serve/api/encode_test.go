@@ -79,6 +79,17 @@ func randomState(r *rand.Rand) State {
 			if r.IntN(2) == 0 {
 				p.Leak = &Leak{Verdict: str(), Slope: flt() * float64(1-2*r.IntN(2)), Confidence: flt(), Reason: str()}
 			}
+			switch r.IntN(3) {
+			case 0: // not on vram's allocator
+			case 1:
+				p.SetAllocator(&Allocator{AllocatedBytes: r.Int64(), AllocatedPeak: r.Int64(), ReservedBytes: r.Int64() >> r.IntN(63),
+					ReservedPeak: -r.Int64N(3), ActiveBytes: r.Int64(), InactiveSplitBytes: r.Int64(), RequestedBytes: r.Int64(),
+					FreeCachedBytes: r.Int64(), LargestFreeBlock: r.Int64(), Fragmentation: flt(), NumOOMs: r.Int64N(5), NumAllocRetries: r.Int64(),
+					CapBytes: r.Int64(), Device: r.IntN(8), Backend: str(), Config: str(), Version: str(), Updated: tm()})
+			default: // figures without the object (a client's own)
+				a, res := r.Int64(), -r.Int64N(2)
+				p.AllocatedBytes, p.ReservedBytes = &a, &res
+			}
 			s.Processes = append(s.Processes, p)
 		}
 	}
@@ -167,6 +178,7 @@ func FuzzAppendState(f *testing.F) {
 			Devices:   []Device{{UUID: str, Name: str, Error: str, RecentStep: v, Recent: []uint64{uint64(sec)}}},
 			Alerts:    []Alert{{Time: tm, Rule: str, Message: str, StartTime: tm}},
 			Processes: []Process{{GPU: str, User: str, Command: str, Flags: []string{str}, StartTime: tm, Leak: &Leak{Slope: v, Reason: str}, RecentStep: v}}}
+		s.Processes[0].SetAllocator(&Allocator{AllocatedBytes: sec, Fragmentation: v, Config: str, Backend: str, Updated: tm})
 		want, werr := json.Marshal(toWire(s))
 		got, err := marshalState(s)
 		if (err != nil) != (werr != nil) || !bytes.Equal(got, want) {

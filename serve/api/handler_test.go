@@ -39,7 +39,9 @@ func TestReadRoutes(t *testing.T) {
 				t.Errorf("no %s in %s", want, w.Body)
 			}
 		}
-		if strings.Contains(w.Body.String(), "null") {
+		// The one null: a process not on vram's allocator has no figures.
+		body := strings.NewReplacer(`"allocated_bytes":null,"reserved_bytes":null`, "").Replace(w.Body.String())
+		if strings.Contains(body, "null") {
 			t.Errorf("null in %s", w.Body)
 		}
 	})

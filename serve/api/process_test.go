@@ -135,7 +135,8 @@ func TestHistoryKeys(t *testing.T) {
 	}{
 		{"/api/v1/history/devices/0", `{"t":"2026-11-30T11:59:00Z","samples":6,"used_bytes":{"min":1,"max":3,"mean":2},` +
 			`"reserved_bytes":{"min":4,"max":4,"mean":4},"free_bytes":{"min":5,"max":7,"mean":6},"total_bytes":9,"util_percent":{"min":10,"max":90,"mean":50}}`},
-		{"/api/v1/history/processes/0/4242", `{"t":"2026-11-30T11:59:00Z","pid":4242,"samples":6,"used_bytes":{"min":1,"max":2,"mean":1.5},"flags":[],"start_time":null}`},
+		{"/api/v1/history/processes/0/4242", `{"t":"2026-11-30T11:59:00Z","pid":4242,"samples":6,"used_bytes":{"min":1,"max":2,"mean":1.5},"flags":[],` +
+			`"allocated_bytes":null,"reserved_bytes":null,"start_time":null}`},
 	} {
 		var doc struct {
 			Points []json.RawMessage `json:"points"`

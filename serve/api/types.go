@@ -77,6 +77,9 @@ type Process struct {
 	Leak          *Leak    `json:"leak,omitempty"` // the leak detector's verdict, once it has one
 	Recent        []uint64 `json:"recent"`         // used bytes over the last samples, oldest first
 	RecentStep    float64  `json:"recent_step_seconds"`
+	// AllocatorFields: allocated_bytes, reserved_bytes (null when the
+	// process is not on vram's allocator) and allocator (allocator.go).
+	AllocatorFields
 }
 
 // Leak is the leak detector's verdict on one process.
@@ -137,6 +140,9 @@ type ProcessPoint struct {
 	Samples   int       `json:"samples"`
 	Bytes     Range     `json:"used_bytes"`
 	Flags     []string  `json:"flags"`
+	// AllocatorRanges: allocated_bytes and reserved_bytes over the bucket
+	// (allocator.go).
+	AllocatorRanges
 }
 
 // HistoryQuery is a history range: [From, To) in buckets of Step (0: every

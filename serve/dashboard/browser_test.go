@@ -547,6 +547,10 @@ func TestBrowser(t *testing.T) {
 	run(t, ctx, "opening GPU 1's history", chromedp.Click(chromedp.CSS(`.card[data-uuid="`+gpu1+`"] .hist-btn`)))
 	waitFor(t, ctx, "GPU 1's history", fmt.Sprintf(`document.querySelector('#hist-gpu').value === %q &&
 		+document.querySelector('#hist-chart svg').dataset.points > 0 && /GPU 1/.test(document.querySelector('#hist-status').textContent)`, gpu1))
+	if n := eval[int](t, ctx, `document.querySelectorAll('#hist-chart .alloc-band, #hist-chart .alloc-legend').length +
+		+document.querySelector('#hist-chart svg').dataset.allocPoints`); n != 0 {
+		t.Errorf("GPU 1's chart has %d allocator marks; a device's reserved memory is the driver's, not an allocator's", n)
+	}
 	lastDev := func() histQuery {
 		dev, _, _ := b.queries()
 		for i := len(dev) - 1; i >= 0; i-- {
@@ -598,6 +602,19 @@ func TestBrowser(t *testing.T) {
 		pidLeak, pidLeak))
 	if _, proc, _ := b.queries(); len(proc) == 0 || proc[len(proc)-1].PID != pidLeak || proc[len(proc)-1].GPU != gpu1 {
 		t.Errorf("process history requests %+v, want one for PID %d on %s", proc, pidLeak, gpu1)
+	}
+	// The process runs vram's allocator: its chart has the allocated to
+	// reserved band, under the used memory's, on every point.
+	band := eval[map[string]float64](t, ctx, `(() => {
+		const s = document.querySelector('#hist-chart svg'), b = s.querySelector('polygon.alloc-band'), u = s.querySelector('polygon.band');
+		const top = el => Math.min(...el.getAttribute('points').split(' ').map(p => +p.split(',')[1]));
+		return {points: +s.dataset.points, alloc: +s.dataset.allocPoints, bands: s.querySelectorAll('polygon.alloc-band').length,
+			lines: s.querySelectorAll('polyline.alloc-line').length, bandTop: b ? top(b) : -1, usedTop: u ? top(u) : -1,
+			legend: s.querySelector('.alloc-legend') ? 1 : 0};
+	})()`)
+	if band["alloc"] != band["points"] || band["bands"] < 1 || band["lines"] != band["bands"] || band["legend"] != 1 || band["bandTop"] <= band["usedTop"] {
+		t.Errorf("the process chart's allocator band: %v; want figures on every point, a band and a line per run, "+
+			"a legend, and the band's top (reserved) under the used memory's", band)
 	}
 
 	shot("3-process-history")

@@ -95,6 +95,11 @@ func (b *fakeBackend) build(now time.Time, after bool) api.State {
 	leak.Recent = ramp(leak.UsedBytes, 60, leakSlope)
 	leak.Leak = &api.Leak{Verdict: "leak", Slope: leakSlope, Confidence: 0.97,
 		Reason: "grew 2.6 GiB in 58 min, steady (R² 0.98)"}
+	// It runs vram's allocator: of what it holds, the context (500 MiB)
+	// is outside, the rest reserved, three quarters of that allocated.
+	leakRes := int64(leak.UsedBytes) - 500*mib
+	leak.SetAllocator(&api.Allocator{AllocatedBytes: leakRes * 3 / 4, ReservedBytes: leakRes, FreeCachedBytes: leakRes / 4,
+		LargestFreeBlock: leakRes / 8, Fragmentation: 0.125, Backend: "cuda", Updated: now})
 	orphan := proc(gpu1, 1, pidOrphan, "erin", "python worker.py --shard 3", 9*gib+gib/2, "orphaned")
 	// The sampler spells this flag with hyphens (gpu.Flags names), and
 	// knows no start time for such a process.
@@ -324,11 +329,17 @@ func (b *fakeBackend) ProcessHistory(ctx context.Context, uuid string, pid uint3
 		}
 		v = math.Max(v, gib)
 		spread := math.Min(gib, float64(step/time.Second)*mib)
-		pts = append(pts, api.ProcessPoint{
+		pt := api.ProcessPoint{
 			Time: t, PID: pid, StartTime: p.StartTime, Samples: int(max(1, step/(10*time.Second))),
 			Bytes: api.Range{Min: uint64(v - spread), Max: uint64(v + spread), Mean: v},
 			Flags: p.Flags,
-		})
+		}
+		if p.Allocator != nil { // as in the State: reserved is the memory less the context
+			res := v - 500*mib
+			pt.Reserved = &api.Range{Min: uint64(res - spread), Max: uint64(res + spread), Mean: res}
+			pt.Allocated = &api.Range{Min: uint64(res*3/4 - spread), Max: uint64(res*3/4 + spread), Mean: res * 3 / 4}
+		}
+		pts = append(pts, pt)
 	}
 	return pts, nil
 }

@@ -12,6 +12,7 @@ package sample
 import (
 	"time"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/workload"
 )
@@ -42,6 +43,12 @@ type Process struct {
 	Bytes       uint64
 	MemoryKnown bool
 	Flags       gpu.Flags
+	// Alloc is what vram's allocator inside the process (libvram) says
+	// of this GPU through its statistics channel (docs/channel.md):
+	// allocated, reserved, fragmentation, OOMs. nil when the process does
+	// not run it. The record is the sample's (gpu.Process.Alloc) and
+	// shared by every view: none modifies it.
+	Alloc *statchan.Record
 
 	// What the daemon adds from watching the process across samples; zero
 	// from FromGPU.
@@ -66,7 +73,7 @@ func New(p gpu.Process, command, display string) Process {
 	r := Process{
 		GPU: p.DeviceUUID, GPUIndex: p.Device, PID: p.PID, StartTime: p.StartTime, User: p.User,
 		Command: command, Display: display, Cgroup: p.Cgroup, ContainerID: p.Container.ID, PodUID: p.Container.PodUID,
-		Bytes: p.Memory, MemoryKnown: p.MemoryKnown, Flags: p.Flags,
+		Bytes: p.Memory, MemoryKnown: p.MemoryKnown, Flags: p.Flags, Alloc: p.Alloc,
 	}
 	if !p.MemoryKnown {
 		r.Bytes = 0

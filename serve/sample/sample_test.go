@@ -4,11 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/gpu"
 )
 
 func TestFromGPU(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
+	rec := &statchan.Record{Figures: statchan.Figures{Allocated: 1 << 30, Reserved: 2 << 30}}
 	tests := []struct {
 		name string
 		in   gpu.Process
@@ -20,6 +22,8 @@ func TestFromGPU(t *testing.T) {
 				Cgroup: "/kubepods/x", ContainerID: "abc", PodUID: "pod-1", Bytes: 5 << 30, MemoryKnown: true, Flags: gpu.FlagIdle}},
 		{"unknown memory counts as none", gpu.Process{PID: 8, DeviceUUID: "GPU-0", Memory: ^uint64(0), Comm: "x", Flags: gpu.FlagNoSuchProcess},
 			Process{GPU: "GPU-0", PID: 8, Command: "[x]", Display: "[x]", Flags: gpu.FlagNoSuchProcess}},
+		{"on vram's allocator", gpu.Process{PID: 9, DeviceUUID: "GPU-1", Memory: 3 << 30, MemoryKnown: true, Comm: "y", Alloc: rec},
+			Process{GPU: "GPU-1", PID: 9, Command: "[y]", Display: "[y]", Bytes: 3 << 30, MemoryKnown: true, Alloc: rec}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

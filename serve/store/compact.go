@@ -56,13 +56,29 @@ var orFlags = func() string {
 }()
 
 var foldProcesses = `
-INSERT INTO process_minutes (t, proc, n, bytes_min, bytes_max, bytes_mean, flags)
-SELECT (t / 60000) * 60000 AS m, proc, count(*), min(bytes), max(bytes), avg(bytes), ` + orFlags + `
+INSERT INTO process_minutes (t, proc, n, bytes_min, bytes_max, bytes_mean, flags,
+	alloc_n, allocated_min, allocated_max, allocated_mean, reserved_min, reserved_max, reserved_mean)
+SELECT (t / 60000) * 60000 AS m, proc, count(*), min(bytes), max(bytes), avg(bytes), ` + orFlags + `,
+	count(allocated), min(allocated), max(allocated), avg(allocated), min(reserved), max(reserved), avg(reserved)
 FROM process_samples WHERE t < ? GROUP BY m, proc
 ON CONFLICT (t, proc) DO UPDATE SET
 	n = n + excluded.n, flags = flags | excluded.flags,
 	bytes_min = min(bytes_min, excluded.bytes_min), bytes_max = max(bytes_max, excluded.bytes_max),
-	bytes_mean = (bytes_mean * n + excluded.bytes_mean * excluded.n) / (n + excluded.n)`
+	bytes_mean = (bytes_mean * n + excluded.bytes_mean * excluded.n) / (n + excluded.n),
+	alloc_n = alloc_n + excluded.alloc_n,
+	` + mergeNullable("allocated") + `,
+	` + mergeNullable("reserved")
+
+// mergeNullable merges the min, max and mean of column c of a process
+// minute (NULL where no row had figures, alloc_n of them did) with those
+// of the rows folded into it. SQLite's two-argument min and max are NULL
+// when either argument is, hence the coalesce.
+func mergeNullable(c string) string {
+	return fmt.Sprintf(`%[1]s_min = coalesce(min(%[1]s_min, excluded.%[1]s_min), %[1]s_min, excluded.%[1]s_min),
+	%[1]s_max = coalesce(max(%[1]s_max, excluded.%[1]s_max), %[1]s_max, excluded.%[1]s_max),
+	%[1]s_mean = CASE WHEN alloc_n + excluded.alloc_n = 0 THEN NULL
+		ELSE (coalesce(%[1]s_mean * alloc_n, 0) + coalesce(excluded.%[1]s_mean * excluded.alloc_n, 0)) / (alloc_n + excluded.alloc_n) END`, c)
+}
 
 // Compact folds raw samples older than the raw retention into 1-minute
 // aggregates and deletes what is older than the aggregate retention. It

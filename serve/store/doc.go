@@ -50,11 +50,20 @@
 // over days reads the minute aggregates, 60 times fewer rows).
 //
 //	device_samples   (t, gpu) -> used, reserved, free, total, util
-//	process_samples  (t, proc) -> bytes, flags
+//	process_samples  (t, proc) -> bytes, flags; allocated, reserved (NULL: not on libvram)
 //	device_minutes   (t, gpu) -> n, min/max/mean of used, reserved, free, util; total
-//	process_minutes  (t, proc) -> n, min/max/mean of bytes; flags ORed
+//	process_minutes  (t, proc) -> n, min/max/mean of bytes; flags ORed;
+//	                              alloc_n, min/max/mean of allocated and reserved
 //	actions          audit: time, rule, pid, start time, action, reason, result
 //	alerts           time, name, severity, gpu, pid, message, state
+//
+// Version 2 added the figures of vram's allocator inside a process
+// (libvram's statistics channel, docs/channel.md): allocated and reserved
+// bytes, nullable columns added to the sample tables with ALTER TABLE, so a
+// version 1 file is migrated in place and its rows read back as "no
+// figures". A minute aggregate counts the rows that had figures (alloc_n):
+// its means are over those rows only, and merging minutes weights them by
+// that count (TestMigrationFromVersion1, TestAllocatorFigures).
 //
 // # Writing
 //

@@ -38,6 +38,11 @@ type ProcessPoint struct {
 	Samples   int
 	Bytes     Range
 	Flags     gpu.Flags // ORed over the bucket
+	// Allocated and Reserved are what vram's allocator inside the process
+	// said, over the samples of the bucket that carried its figures
+	// (AllocSamples of them); both are zero when none did.
+	Allocated, Reserved Range
+	AllocSamples        int
 }
 
 // bucket checks a query's range and returns t0, t1 and the resolution in ms.
@@ -129,14 +134,19 @@ WITH p AS (
 	SELECT p.id, p.pid, p.start, p.user, p.command FROM processes p JOIN gpus g ON g.id = p.gpu
 	WHERE g.uuid = ?3 AND p.pid = ?4
 ), r AS (
-	SELECT s.t, s.proc, 1 AS n, s.bytes AS bmin, s.bytes AS bmax, s.bytes AS bmean, s.flags
+	SELECT s.t, s.proc, 1 AS n, s.bytes AS bmin, s.bytes AS bmax, s.bytes AS bmean, s.flags,
+		CASE WHEN s.allocated IS NOT NULL THEN 1 ELSE 0 END AS an,
+		s.allocated AS amin, s.allocated AS amax, s.allocated AS amean, s.reserved AS rmin, s.reserved AS rmax, s.reserved AS rmean
 	FROM process_samples s WHERE s.t >= ?1 AND s.t < ?2 AND s.proc IN (SELECT id FROM p)
 	UNION ALL
-	SELECT m.t, m.proc, m.n, m.bytes_min, m.bytes_max, m.bytes_mean, m.flags
+	SELECT m.t, m.proc, m.n, m.bytes_min, m.bytes_max, m.bytes_mean, m.flags,
+		m.alloc_n, m.allocated_min, m.allocated_max, m.allocated_mean, m.reserved_min, m.reserved_max, m.reserved_mean
 	FROM process_minutes m WHERE m.t >= ?1 AND m.t < ?2 AND m.proc IN (SELECT id FROM p)
 )
 SELECT ?1 + ((r.t - ?1) / ?5) * ?5 AS b, p.pid, p.start, p.user, p.command, sum(r.n),
-	min(r.bmin), max(r.bmax), sum(r.bmean * r.n) / sum(r.n), `+orFlags+`
+	min(r.bmin), max(r.bmax), sum(r.bmean * r.n) / sum(r.n), `+orFlags+`, sum(r.an),
+	coalesce(min(r.amin), 0), coalesce(max(r.amax), 0), coalesce(sum(r.amean * r.an) / sum(r.an), 0),
+	coalesce(min(r.rmin), 0), coalesce(max(r.rmax), 0), coalesce(sum(r.rmean * r.an) / sum(r.an), 0)
 FROM r JOIN p ON p.id = r.proc GROUP BY b, r.proc ORDER BY b, p.start`, a, b, uuid, pid, r)
 	if err != nil {
 		return nil, fmt.Errorf("history: process %d on %s: %w", pid, uuid, err)
@@ -145,12 +155,15 @@ FROM r JOIN p ON p.id = r.proc GROUP BY b, r.proc ORDER BY b, p.start`, a, b, uu
 	var out []ProcessPoint
 	for rows.Next() {
 		var p ProcessPoint
-		var t, start, bmin, bmax, flags int64
-		if err := rows.Scan(&t, &p.PID, &start, &p.User, &p.Command, &p.Samples, &bmin, &bmax, &p.Bytes.Mean, &flags); err != nil {
+		var t, start, bmin, bmax, flags, amin, amax, rmin, rmax int64
+		if err := rows.Scan(&t, &p.PID, &start, &p.User, &p.Command, &p.Samples, &bmin, &bmax, &p.Bytes.Mean, &flags,
+			&p.AllocSamples, &amin, &amax, &p.Allocated.Mean, &rmin, &rmax, &p.Reserved.Mean); err != nil {
 			return nil, fmt.Errorf("history: process %d on %s: %w", pid, uuid, err)
 		}
 		p.Time, p.StartTime = fromMS(t), fromMS(start)
 		p.Bytes.Min, p.Bytes.Max = uint64(bmin), uint64(bmax)
+		p.Allocated.Min, p.Allocated.Max = uint64(amin), uint64(amax)
+		p.Reserved.Min, p.Reserved.Max = uint64(rmin), uint64(rmax)
 		p.Flags = gpu.Flags(flags)
 		out = append(out, p)
 	}

@@ -88,6 +88,21 @@ CREATE TABLE alerts (
 );
 CREATE INDEX alerts_t ON alerts (t);
 `,
+	// 2: what vram's allocator inside a process (libvram) says it has
+	// allocated and reserved, NULL for a process not on it (and for every
+	// row written before this version). A minute keeps min, max and mean
+	// over its rows that have figures, and how many did (alloc_n).
+	`
+ALTER TABLE process_samples ADD COLUMN allocated INTEGER;
+ALTER TABLE process_samples ADD COLUMN reserved INTEGER;
+ALTER TABLE process_minutes ADD COLUMN alloc_n INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE process_minutes ADD COLUMN allocated_min INTEGER;
+ALTER TABLE process_minutes ADD COLUMN allocated_max INTEGER;
+ALTER TABLE process_minutes ADD COLUMN allocated_mean REAL;
+ALTER TABLE process_minutes ADD COLUMN reserved_min INTEGER;
+ALTER TABLE process_minutes ADD COLUMN reserved_max INTEGER;
+ALTER TABLE process_minutes ADD COLUMN reserved_mean REAL;
+`,
 }
 
 // SchemaVersion is the schema version this build writes.

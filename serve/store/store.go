@@ -66,7 +66,8 @@ type DeviceSample struct {
 
 // Tick is everything one sample writes. Of each process record the
 // store keeps GPU, PID and StartTime (its identity), User and Command
-// (once per lifetime), Bytes and Flags.
+// (once per lifetime), Bytes and Flags, and of Alloc (when set) Allocated
+// and Reserved.
 type Tick struct {
 	Time      time.Time
 	Devices   []DeviceSample
@@ -255,8 +256,9 @@ func (s *Store) WriteTick(ctx context.Context, t Tick) (err error) {
 	if len(t.Processes) == 0 {
 		return s.commit(tx)
 	}
-	procStmt, err := tx.PrepareContext(ctx, `INSERT INTO process_samples (t, proc, bytes, flags) VALUES (?,?,?,?)
-		ON CONFLICT (t, proc) DO UPDATE SET bytes=excluded.bytes, flags=excluded.flags`)
+	procStmt, err := tx.PrepareContext(ctx, `INSERT INTO process_samples (t, proc, bytes, flags, allocated, reserved) VALUES (?,?,?,?,?,?)
+		ON CONFLICT (t, proc) DO UPDATE SET bytes=excluded.bytes, flags=excluded.flags,
+			allocated=excluded.allocated, reserved=excluded.reserved`)
 	if err != nil {
 		return fmt.Errorf("history: write tick: %w", err)
 	}
@@ -286,7 +288,11 @@ func (s *Store) WriteTick(ctx context.Context, t Tick) (err error) {
 			e.last = now
 			s.procs[k] = e
 		}
-		if _, err := procStmt.ExecContext(ctx, now, e.id, int64(p.Bytes), int64(p.Flags)); err != nil {
+		var allocated, reserved sql.NullInt64
+		if a := p.Alloc; a != nil {
+			allocated, reserved = sql.NullInt64{Int64: a.Allocated, Valid: true}, sql.NullInt64{Int64: a.Reserved, Valid: true}
+		}
+		if _, err := procStmt.ExecContext(ctx, now, e.id, int64(p.Bytes), int64(p.Flags), allocated, reserved); err != nil {
 			return fmt.Errorf("history: write process %d on %s: %w", p.PID, p.GPU, err)
 		}
 	}

@@ -891,7 +891,13 @@
       var mean = num(r.mean, null), lo = num(r.min, mean), hi = num(r.max, mean);
       if (mean === null && lo !== null && hi !== null) mean = (lo + hi) / 2;
       if (mean === null) return;
-      pts.push({ t: t, min: lo, max: hi, mean: mean });
+      // What vram's allocator inside the process had allocated and
+      // reserved (null when the process was not on it).
+      // A device point's reserved_bytes is the driver's: not read here.
+      var a = h.proc && p.allocated_bytes ? num(obj(p.allocated_bytes).mean, null) : null;
+      var rs = h.proc && p.reserved_bytes ? num(obj(p.reserved_bytes).mean, null) : null;
+      if (a === null || rs === null) a = rs = null;
+      pts.push({ t: t, min: lo, max: hi, mean: mean, alloc: a, res: rs });
       total = Math.max(total, num(p.total_bytes, 0));
     });
     pts.sort(function (a, b) { return a.t - b.t; });
@@ -926,8 +932,12 @@
     var pts = v.points;
     // The scale fits the data (from 0), so that a change of a few GiB on a
     // 141 GiB device is visible; the device's total is drawn when in range.
-    var ymax = 0;
-    pts.forEach(function (p) { if (p.max > ymax) ymax = p.max; });
+    var ymax = 0, nalloc = 0;
+    pts.forEach(function (p) {
+      if (p.max > ymax) ymax = p.max;
+      if (p.res !== null) { nalloc++; if (p.res > ymax) ymax = p.res; }
+    });
+    s.setAttribute('data-alloc-points', nalloc);
     ymax *= 1.1;
     if (v.total && !v.proc && ymax > v.total * 0.8) ymax = Math.max(ymax, v.total);
     if (ymax <= 0) ymax = GiB;
@@ -970,7 +980,20 @@
       s.append(svg('polygon', { points: hi.concat(lo).join(' '), class: 'band' }));
       s.append(svg('polyline', { points: r.map(function (p) { return x(p.t).toFixed(1) + ',' + y(p.mean).toFixed(1); }).join(' '), class: 'mean' }));
       if (r.length === 1) s.append(svg('circle', { cx: x(r[0].t), cy: y(r[0].mean), r: 2.5, class: 'dot' }));
+      allocRuns(r).forEach(function (ar) {
+        // The allocator's band: allocated (bottom edge, a line) to
+        // reserved (top edge), the memory its cache keeps unallocated.
+        var top = ar.map(function (p) { return x(p.t).toFixed(1) + ',' + y(p.res).toFixed(1); });
+        var bottom = ar.slice().reverse().map(function (p) { return x(p.t).toFixed(1) + ',' + y(p.alloc).toFixed(1); });
+        s.append(svg('polygon', { points: top.concat(bottom).join(' '), class: 'alloc-band' }));
+        s.append(svg('polyline', { points: bottom.slice().reverse().join(' '), class: 'alloc-line' }));
+      });
     });
+    if (nalloc) {
+      var lg = svg('text', { x: W - CH.R - 4, y: CH.T + 12, class: 'tick alloc-legend', 'text-anchor': 'end' });
+      lg.textContent = 'band: allocated to reserved (vram allocator)';
+      s.append(lg);
+    }
     var plot = svg('rect', { x: CH.L, y: CH.T, width: pw, height: ph, class: 'plot' });
     s.append(plot);
     S.hist.sel = svg('rect', { x: 0, y: CH.T, width: 0, height: ph, class: 'selection', visibility: 'hidden' });
@@ -981,6 +1004,18 @@
     setText($('#hist-status'), what + ': ' + pts.length + ' points from ' + dayClock(v.from) + ' to ' +
       dayClock(v.to) + (v.step ? ', ' + stepText(v.step) + ' each' : '') +
       (pts.length ? '' : ' (no history in this range)'));
+  }
+
+  // allocRuns splits a run of points into the runs that have allocator
+  // figures.
+  function allocRuns(r) {
+    var out = [], cur = [];
+    r.forEach(function (p) {
+      if (p.res === null) { if (cur.length) out.push(cur); cur = []; return; }
+      cur.push(p);
+    });
+    if (cur.length) out.push(cur);
+    return out;
   }
 
   function stepText(msStep) {
@@ -1052,7 +1087,8 @@
     var bx = v.x(best.t);
     setAttrs(h.cursor, { x1: bx, x2: bx, visibility: 'visible' });
     setText($('#hist-readout'), dayClock(best.t) + (v.step < 60000 ? ':' + pad2(new Date(best.t).getSeconds()) : '') +
-      ' · mean ' + bytes(best.mean) + ' · min ' + bytes(best.min) + ' · max ' + bytes(best.max));
+      ' · mean ' + bytes(best.mean) + ' · min ' + bytes(best.min) + ' · max ' + bytes(best.max) +
+      (best.res !== null ? ' · allocated ' + bytes(best.alloc) + ' · reserved ' + bytes(best.res) : ''));
   }
 
   // ---- wiring ----------------------------------------------------------------------
