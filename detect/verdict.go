@@ -20,14 +20,25 @@ const (
 	Leak
 )
 
+// The verdict words: Kind.String's values, and the spelling of the leak
+// verdict in every JSON document and table vram writes (vram run's report,
+// the daemon's API, the dashboard). VerdictUnavailable is not a Kind: an
+// output writes it when it had no memory figures to judge.
+const (
+	VerdictInsufficient = "insufficient"
+	VerdictNoLeak       = "no-leak"
+	VerdictLeak         = "leak"
+	VerdictUnavailable  = "unavailable"
+)
+
 func (k Kind) String() string {
 	switch k {
 	case Insufficient:
-		return "insufficient"
+		return VerdictInsufficient
 	case NoLeak:
-		return "no-leak"
+		return VerdictNoLeak
 	case Leak:
-		return "leak"
+		return VerdictLeak
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }

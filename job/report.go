@@ -68,7 +68,7 @@ type ReportGPU struct {
 
 // ReportLeak is the leak verdict.
 type ReportLeak struct {
-	Verdict    string  `json:"verdict"` // leak, no-leak, insufficient, unavailable
+	Verdict    string  `json:"verdict"` // detect.Verdict*: leak, no-leak, insufficient, unavailable
 	Slope      float64 `json:"slope_bytes_per_s"`
 	Confidence float64 `json:"confidence"`
 	WarmupS    float64 `json:"warmup_s"`
@@ -173,9 +173,9 @@ func (r *Result) Report() Report {
 		}
 		rep.Devices = append(rep.Devices, g)
 	}
-	rep.Leak = ReportLeak{Verdict: "unavailable", Reason: "no memory figures"}
+	rep.Leak = ReportLeak{Verdict: detect.VerdictUnavailable, Reason: "no memory figures"}
 	if r.Memory {
-		rep.Leak = ReportLeak{Verdict: leakWord(r.Leak.Kind), Slope: r.Leak.Slope, Confidence: r.Leak.Confidence,
+		rep.Leak = ReportLeak{Verdict: r.Leak.Kind.String(), Slope: r.Leak.Slope, Confidence: r.Leak.Confidence,
 			WarmupS: r.Leak.WarmUp.Seconds(), Reason: r.Leak.Reason, Series: r.LeakSeries}
 	}
 	if a := r.Allocator; a != nil {
@@ -215,16 +215,6 @@ func nonNil(p []Proc) []Proc {
 		return []Proc{}
 	}
 	return p
-}
-
-func leakWord(k detect.Kind) string {
-	switch k {
-	case detect.Leak:
-		return "leak"
-	case detect.NoLeak:
-		return "no-leak"
-	}
-	return "insufficient"
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -19,7 +19,7 @@ import (
 )
 
 // StatusSchema names the JSON layout of vram status --json.
-const StatusSchema = "vram.status/v1"
+const StatusSchema = "vram.status/v2"
 
 type statusFlags struct {
 	cmdutil.HostFlags
@@ -300,7 +300,7 @@ func writeAccountingText(w io.Writer, acc []gpu.AccountingDevice, snap *gpu.Snap
 	}
 }
 
-// JSON (schema vram.status/v1; documented in docs/monitor.md).
+// JSON (schema vram.status/v2; documented in docs/monitor.md and docs/json.md).
 
 type statusJSON struct {
 	Schema     string           `json:"schema"`
@@ -340,8 +340,8 @@ type memoryJSON struct {
 }
 
 type deviceJSON struct {
-	Index       int         `json:"index"`
-	UUID        string      `json:"uuid"`
+	Index       int         `json:"gpu_index"`
+	UUID        string      `json:"gpu_uuid"`
 	Name        string      `json:"name"`
 	Memory      *memoryJSON `json:"memory"`
 	Utilization *utilJSON   `json:"utilization"`
@@ -357,7 +357,7 @@ type utilJSON struct {
 
 type processJSON struct {
 	PID         uint32         `json:"pid"`
-	GPU         int            `json:"gpu"`
+	GPU         int            `json:"gpu_index"`
 	GPUUUID     string         `json:"gpu_uuid"`
 	MemoryBytes *uint64        `json:"memory_bytes"`
 	Type        string         `json:"type"`
@@ -395,7 +395,7 @@ type AllocatorJSON struct {
 	NumOOMs            int64   `json:"num_ooms"`
 	NumAllocRetries    int64   `json:"num_alloc_retries"`
 	CapBytes           int64   `json:"cap_bytes"`
-	Device             int     `json:"device"` // the ordinal inside the process
+	Device             int     `json:"cuda_device"` // the ordinal inside the process
 	Backend            string  `json:"backend"`
 	Config             string  `json:"config"`
 	Version            string  `json:"version"`
@@ -414,8 +414,8 @@ func AllocatorJSONOf(r *statchan.Record) *AllocatorJSON {
 }
 
 type accountingJSON struct {
-	GPU     int                `json:"gpu"`
-	UUID    string             `json:"uuid"`
+	GPU     int                `json:"gpu_index"`
+	UUID    string             `json:"gpu_uuid"`
 	Enabled bool               `json:"enabled"`
 	Hint    string             `json:"hint,omitempty"`
 	Error   string             `json:"error,omitempty"`
