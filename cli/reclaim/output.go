@@ -18,6 +18,7 @@ import (
 const simBanner = "SIMULATED HOST: synthetic processes; nothing real is signalled."
 
 func writeJSON(out io.Writer, r *Report) error {
+	r.Schema = Schema
 	if r.Candidates == nil {
 		r.Candidates = []*Candidate{}
 	}

@@ -420,6 +420,9 @@ func TestJSONKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &m); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	if m["schema"] != Schema {
+		t.Errorf("schema %v, want %s", m["schema"], Schema)
+	}
 	for _, k := range []string{"time", "simulated", "host", "dry_run", "rules", "observe_seconds", "signal", "grace_seconds",
 		"processes", "declined", "measured", "devices", "freed_by_processes_bytes", "freed_on_devices_bytes", "notes", "warnings"} {
 		if _, ok := m[k]; !ok {
@@ -428,7 +431,7 @@ func TestJSONKeys(t *testing.T) {
 	}
 	procs := m["processes"].([]any)
 	p := procs[0].(map[string]any)
-	for _, k := range []string{"pid", "gpus", "bytes", "user", "command", "ppid", "state", "start_time", "age_seconds",
+	for _, k := range []string{"pid", "gpu_indexes", "bytes", "user", "command", "ppid", "state", "start_time", "age_seconds",
 		"flags", "rule", "reasons", "action", "signals", "exited_in_grace", "freed_bytes"} {
 		if _, ok := p[k]; !ok {
 			t.Errorf("process JSON lacks %q", k)
