@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/vramhq/vram/detect"
 )
 
 // Strings and numbers where encoding/json's rules bite: HTML characters,
@@ -213,7 +215,7 @@ func benchState() State {
 	for i := range 1600 {
 		s.Processes = append(s.Processes, Process{GPU: s.Devices[i%8].UUID, GPUIndex: i % 8, PID: uint32(100000 + i), StartTime: time.Unix(1_699_000_000, 0).UTC(),
 			Signalable: true, User: "user3", Command: "python train.py --rank 3", UsedBytes: 300 << 20, MemoryKnown: true, Flags: []string{},
-			Leak: &Leak{Verdict: "no_leak", Slope: 12.5, Confidence: 0.93, Reason: "the floor is flat"}, Recent: recent(300 << 20), RecentStep: 0.1})
+			Leak: &Leak{Verdict: detect.VerdictNoLeak, Slope: 12.5, Confidence: 0.93, Reason: "the floor is flat"}, Recent: recent(300 << 20), RecentStep: 0.1})
 	}
 	return s
 }
