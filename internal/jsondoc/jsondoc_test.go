@@ -128,3 +128,25 @@ func ExampleDoc_Check() {
 	// vram x --json: no key "gpu_index", which the doc (line 6) lists as always present
 	// vram x --json.gpu: key "gpu" is not in docs/json.md (section "vram x --json")
 }
+
+// TestRepoDoc parses docs/json.md: every section lists keys with known
+// types, and every document section names its own schema key.
+func TestRepoDoc(t *testing.T) {
+	d, err := jsondoc.RepoDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range d.Sections {
+		if s.Schema == "" {
+			continue
+		}
+		n++
+		if k, ok := s.Keys["schema"]; !ok || len(k.Types) != 1 || k.Types[0] != "string" || k.Optional {
+			t.Errorf("%q: schema is not a required string key", s.Title)
+		}
+	}
+	if n < 10 {
+		t.Errorf("docs/json.md has %d document sections", n)
+	}
+}
