@@ -16,6 +16,7 @@ import (
 
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/jsondoc"
 	"github.com/vramhq/vram/proc"
 )
 
@@ -303,6 +304,7 @@ func TestTermThenKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jsondoc.Test(t, "vram reclaim --json", []byte(out[:strings.LastIndex(out, "}")+1]))
 	want := []string{"500:SIGTERM", "501:SIGTERM", "700:SIGTERM", "501:SIGKILL"}
 	if got := w.signals(); !slices.Equal(got, want) {
 		t.Fatalf("signals %v, want %v", got, want)
@@ -416,6 +418,7 @@ func TestJSONKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jsondoc.Test(t, "vram reclaim --json", []byte(out[:strings.LastIndex(out, "}")+1]))
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &m); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -17,6 +17,7 @@ import (
 	"github.com/vramhq/vram/cli/cmdutil"
 	replaycmd "github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cuda"
+	"github.com/vramhq/vram/internal/jsondoc"
 	"github.com/vramhq/vram/internal/units"
 )
 
@@ -62,6 +63,7 @@ func TestJSONLines(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
+	jsondoc.TestLines(t, "vram replay --json", []byte(out))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 10 {
 		t.Fatalf("%d lines, want 2 traces × 5 policies:\n%s", len(lines), out)
