@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Kind is the class of a verdict.
@@ -527,13 +529,4 @@ func seconds(s float64) time.Duration {
 }
 
 // mib formats bytes as MiB with a sign when negative.
-func mib(b float64) string {
-	switch a := math.Abs(b); {
-	case a >= 100*MiB:
-		return fmt.Sprintf("%.0f MiB", b/MiB)
-	case a >= MiB:
-		return fmt.Sprintf("%.1f MiB", b/MiB)
-	default:
-		return fmt.Sprintf("%.2f MiB", b/MiB)
-	}
-}
+var mib = units.MiB.FormatFloat
