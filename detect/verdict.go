@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Kind is the class of a verdict.
@@ -20,14 +22,25 @@ const (
 	Leak
 )
 
+// The verdict words: Kind.String's values, and the spelling of the leak
+// verdict in every JSON document and table vram writes (vram run's report,
+// the daemon's API, the dashboard). VerdictUnavailable is not a Kind: an
+// output writes it when it had no memory figures to judge.
+const (
+	VerdictInsufficient = "insufficient"
+	VerdictNoLeak       = "no-leak"
+	VerdictLeak         = "leak"
+	VerdictUnavailable  = "unavailable"
+)
+
 func (k Kind) String() string {
 	switch k {
 	case Insufficient:
-		return "insufficient"
+		return VerdictInsufficient
 	case NoLeak:
-		return "no-leak"
+		return VerdictNoLeak
 	case Leak:
-		return "leak"
+		return VerdictLeak
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -516,13 +529,4 @@ func seconds(s float64) time.Duration {
 }
 
 // mib formats bytes as MiB with a sign when negative.
-func mib(b float64) string {
-	switch a := math.Abs(b); {
-	case a >= 100*MiB:
-		return fmt.Sprintf("%.0f MiB", b/MiB)
-	case a >= MiB:
-		return fmt.Sprintf("%.1f MiB", b/MiB)
-	default:
-		return fmt.Sprintf("%.2f MiB", b/MiB)
-	}
-}
+var mib = units.MiB.FormatFloat

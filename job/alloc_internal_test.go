@@ -7,6 +7,7 @@ import (
 
 	"github.com/vramhq/vram/alloc/statchan"
 	"github.com/vramhq/vram/detect"
+	"github.com/vramhq/vram/internal/jsondoc"
 )
 
 // growingCache is a job whose driver-side memory grows for ten minutes
@@ -79,4 +80,21 @@ func TestDiagnoseWithAllocatorFigures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJSONDocAllocator checks the report of a job on vram's allocator
+// (allocator figures and per-sample allocated and reserved memory) against
+// docs/json.md.
+func TestJSONDocAllocator(t *testing.T) {
+	r := growingCache(false)
+	r.Args, r.Devices[0].UUID = []string{"python", "train.py"}, "GPU-0"
+	r.Allocator = &AllocatorFigures{Processes: 1, PeakAllocated: 2 * gib, PeakReserved: 3 * gib, PID: 4242,
+		Last: statchan.Figures{Allocated: gib, Reserved: 2 * gib, FreeCached: gib, LargestFree: gib / 2, Cap: 80 * gib}}
+	r.Peak = Peak{Bytes: 3 * gib, Device: 0, PID: 4242, Command: "python train.py", PIDDev: 3 * gib}
+	r.Procs = []Proc{{PID: 4242, Command: "python train.py", GPUs: []int{0}, Peak: 3 * gib}}
+	var b strings.Builder
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	jsondoc.Test(t, "vram run --json", []byte(b.String()))
 }

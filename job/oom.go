@@ -24,7 +24,7 @@ type Message struct {
 
 	// Figures PyTorch states (and, where they say it, JAX and CuPy).
 	Tried        uint64 `json:"tried_bytes,omitempty"`        // the allocation that failed
-	GPU          int    `json:"gpu"`                          // CUDA ordinal in the message; -1 unknown
+	GPU          int    `json:"cuda_device"`                  // CUDA ordinal in the message; -1 unknown
 	Capacity     uint64 `json:"capacity_bytes,omitempty"`     // the GPU's total capacity
 	Free         uint64 `json:"free_bytes,omitempty"`         // free on the GPU
 	Allocated    uint64 `json:"allocated_bytes,omitempty"`    // allocated by PyTorch (private pools included)

@@ -18,7 +18,7 @@ import (
 )
 
 // SchemaRun names the JSON layout of WriteJSON.
-const SchemaRun = "vram.run/v1"
+const SchemaRun = "vram.run/v2"
 
 // Report is the JSON form of a Result (schema vram.run/v1). Sizes are in
 // bytes, times in seconds after the job started.
@@ -35,7 +35,7 @@ type Report struct {
 	PeakBytes   uint64       `json:"peak_bytes"`
 	Peak        *ReportPeak  `json:"peak"`
 	SteadyBytes *uint64      `json:"steady_bytes"`
-	Devices     []ReportGPU  `json:"gpus"`
+	Devices     []ReportGPU  `json:"devices"`
 	Processes   []Proc       `json:"processes"`
 	Others      []Proc       `json:"other_processes"`
 	Leak        ReportLeak   `json:"leak"`
@@ -51,7 +51,8 @@ type Report struct {
 // ReportPeak is where the peak was.
 type ReportPeak struct {
 	TS       float64 `json:"t_s"`
-	GPU      int     `json:"gpu"`
+	GPU      int     `json:"gpu_index"`
+	GPUUUID  string  `json:"gpu_uuid"`
 	PID      int     `json:"pid"`
 	Command  string  `json:"command"`
 	PIDBytes uint64  `json:"pid_bytes"`
@@ -68,7 +69,7 @@ type ReportGPU struct {
 
 // ReportLeak is the leak verdict.
 type ReportLeak struct {
-	Verdict    string  `json:"verdict"` // leak, no-leak, insufficient, unavailable
+	Verdict    string  `json:"verdict"` // detect.Verdict*: leak, no-leak, insufficient, unavailable
 	Slope      float64 `json:"slope_bytes_per_s"`
 	Confidence float64 `json:"confidence"`
 	WarmupS    float64 `json:"warmup_s"`
@@ -88,7 +89,8 @@ type ReportAllocator struct {
 	PeakReservedBytes  uint64  `json:"peak_reserved_bytes"`
 	LastTS             float64 `json:"last_t_s"`
 	PID                int     `json:"pid"`
-	GPU                int     `json:"gpu"`
+	GPU                int     `json:"gpu_index"`
+	GPUUUID            string  `json:"gpu_uuid"`
 	AllocatedBytes     int64   `json:"allocated_bytes"`
 	ReservedBytes      int64   `json:"reserved_bytes"`
 	FreeCachedBytes    int64   `json:"free_cached_bytes"`
@@ -118,7 +120,8 @@ type ReportLimit struct {
 	Limit      string  `json:"limit"`
 	Hit        bool    `json:"hit"`
 	TS         float64 `json:"t_s,omitempty"`
-	GPU        int     `json:"gpu,omitempty"`
+	GPU        *int    `json:"gpu_index,omitempty"`
+	GPUUUID    string  `json:"gpu_uuid,omitempty"`
 	Bytes      uint64  `json:"bytes,omitempty"`
 	LimitBytes uint64  `json:"limit_bytes,omitempty"`
 	Killed     bool    `json:"killed"`
@@ -153,7 +156,7 @@ func (r *Result) Report() Report {
 		rep.Signal = SignalName(r.Signal)
 	}
 	if r.Peak.Device >= 0 && r.Peak.Bytes > 0 {
-		rep.Peak = &ReportPeak{TS: r.Peak.At.Seconds(), GPU: r.Devices[r.Peak.Device].Index,
+		rep.Peak = &ReportPeak{TS: r.Peak.At.Seconds(), GPU: r.Devices[r.Peak.Device].Index, GPUUUID: r.Devices[r.Peak.Device].UUID,
 			PID: r.Peak.PID, Command: r.Peak.Command, PIDBytes: r.Peak.PIDDev}
 	}
 	if r.SteadyKnown {
@@ -173,15 +176,15 @@ func (r *Result) Report() Report {
 		}
 		rep.Devices = append(rep.Devices, g)
 	}
-	rep.Leak = ReportLeak{Verdict: "unavailable", Reason: "no memory figures"}
+	rep.Leak = ReportLeak{Verdict: detect.VerdictUnavailable, Reason: "no memory figures"}
 	if r.Memory {
-		rep.Leak = ReportLeak{Verdict: leakWord(r.Leak.Kind), Slope: r.Leak.Slope, Confidence: r.Leak.Confidence,
+		rep.Leak = ReportLeak{Verdict: r.Leak.Kind.String(), Slope: r.Leak.Slope, Confidence: r.Leak.Confidence,
 			WarmupS: r.Leak.WarmUp.Seconds(), Reason: r.Leak.Reason, Series: r.LeakSeries}
 	}
 	if a := r.Allocator; a != nil {
 		f := a.Last
 		rep.Allocator = &ReportAllocator{Processes: a.Processes, PeakAllocatedBytes: a.PeakAllocated, PeakReservedBytes: a.PeakReserved,
-			LastTS: a.LastAt.Seconds(), PID: a.PID, GPU: r.Devices[a.Device].Index, AllocatedBytes: f.Allocated, ReservedBytes: f.Reserved,
+			LastTS: a.LastAt.Seconds(), PID: a.PID, GPU: r.Devices[a.Device].Index, GPUUUID: r.Devices[a.Device].UUID, AllocatedBytes: f.Allocated, ReservedBytes: f.Reserved,
 			FreeCachedBytes: f.FreeCached, LargestFreeBlock: f.LargestFree, Fragmentation: f.Fragmentation(),
 			NumOOMs: f.NumOOMs, NumAllocRetries: f.NumAllocRetries, CapBytes: f.Cap}
 	}
@@ -196,7 +199,8 @@ func (r *Result) Report() Report {
 	if l := r.Limit; l.Limit.Set() {
 		rep.Limit = &ReportLimit{Limit: l.Limit.String(), Hit: l.Hit, Killed: l.Killed}
 		if l.Hit {
-			rep.Limit.TS, rep.Limit.GPU, rep.Limit.Bytes, rep.Limit.LimitBytes = l.At.Seconds(), r.Devices[l.Device].Index, l.Bytes, l.Cap
+			d := r.Devices[l.Device]
+			rep.Limit.TS, rep.Limit.GPU, rep.Limit.GPUUUID, rep.Limit.Bytes, rep.Limit.LimitBytes = l.At.Seconds(), &d.Index, d.UUID, l.Bytes, l.Cap
 		}
 	}
 	for _, s := range r.Samples {
@@ -215,16 +219,6 @@ func nonNil(p []Proc) []Proc {
 		return []Proc{}
 	}
 	return p
-}
-
-func leakWord(k detect.Kind) string {
-	switch k {
-	case detect.Leak:
-		return "leak"
-	case detect.NoLeak:
-		return "no-leak"
-	}
-	return "insufficient"
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -127,7 +127,7 @@ type Proc struct {
 	Command string `json:"command"`
 	// Devices are the positions (in Result.Devices) it used.
 	Devices []int         `json:"-"`
-	GPUs    []int         `json:"gpus"` // NVML indices
+	GPUs    []int         `json:"gpu_indexes"` // NVML indices
 	Peak    uint64        `json:"peak_bytes"`
 	PeakAt  time.Duration `json:"-"`
 	First   time.Duration `json:"-"`

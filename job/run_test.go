@@ -426,7 +426,7 @@ func TestJSONKeys(t *testing.T) {
 	f := newFake(t, 80*gib)
 	res := run(t, f.spec("mem", itoa(256*mib), "300"))
 	m := decode(t, res)
-	for _, k := range []string{"schema", "exit_code", "peak_bytes", "oom", "leak", "samples", "gpus", "processes", "steady_bytes"} {
+	for _, k := range []string{"schema", "exit_code", "peak_bytes", "oom", "leak", "samples", "devices", "processes", "steady_bytes"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("no %q in the JSON report", k)
 		}

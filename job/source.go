@@ -21,8 +21,8 @@ type Source interface {
 
 // Device is one GPU as the supervisor knows it.
 type Device struct {
-	Index int    `json:"index"` // NVML index
-	UUID  string `json:"uuid"`
+	Index int    `json:"gpu_index"` // NVML index
+	UUID  string `json:"gpu_uuid"`
 	Name  string `json:"name"`
 	Total uint64 `json:"total_bytes"`
 	// Reserved is what the driver keeps for itself (never available to

@@ -12,19 +12,8 @@ import (
 	"github.com/vramhq/vram/serve/store"
 )
 
-// allocatorOf is r in the API's terms (the keys of vram status --json);
-// nil for nil.
-func allocatorOf(r *statchan.Record) *api.Allocator {
-	if r == nil {
-		return nil
-	}
-	return &api.Allocator{
-		AllocatedBytes: r.Allocated, AllocatedPeak: r.AllocatedPeak, ReservedBytes: r.Reserved, ReservedPeak: r.ReservedPeak,
-		ActiveBytes: r.Active, InactiveSplitBytes: r.InactiveSplit, RequestedBytes: r.Requested, FreeCachedBytes: r.FreeCached,
-		LargestFreeBlock: r.LargestFree, Fragmentation: r.Fragmentation(), NumOOMs: r.NumOOMs, NumAllocRetries: r.NumAllocRetries,
-		CapBytes: r.Cap, Device: r.Device, Backend: r.Backend, Config: r.Config, Version: r.Version, Updated: r.Updated.UTC(),
-	}
-}
+// allocatorOf is r in the API's terms; nil for nil.
+func allocatorOf(r *statchan.Record) *api.Allocator { return statchan.JSONOf(r) }
 
 // allocatorRanges is a history point's allocator figures in the API's
 // terms: null when no sample of the bucket had them.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/gpu"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/sample"
@@ -49,7 +50,7 @@ func TestState(t *testing.T) {
 		if p.GPU == "" || p.PID == 0 || p.Flags == nil || len(p.Recent) != 5 || strings.ContainsAny(p.Command, "\n\x1b") {
 			t.Errorf("process = %+v", p)
 		}
-		if p.Leak == nil || p.Leak.Verdict != "unknown" {
+		if p.Leak == nil || p.Leak.Verdict != detect.VerdictInsufficient {
 			t.Errorf("process %d after 5 s: leak = %+v, want an unknown verdict", p.PID, p.Leak)
 		}
 	}
@@ -369,10 +370,10 @@ func TestLeakConfirmed(t *testing.T) {
 	for _, p := range s.Processes {
 		switch {
 		case p.PID == leakPID:
-			if p.Leak == nil || p.Leak.Verdict != "leak" || p.Leak.Slope <= 0 {
+			if p.Leak == nil || p.Leak.Verdict != detect.VerdictLeak || p.Leak.Slope <= 0 {
 				t.Errorf("the leaking process after 150 s: %+v", p.Leak)
 			}
-		case p.Leak != nil && p.Leak.Verdict == "leak":
+		case p.Leak != nil && p.Leak.Verdict == detect.VerdictLeak:
 			t.Errorf("process %d (%s) called leaking: %+v", p.PID, p.Command, p.Leak)
 		}
 	}

@@ -303,14 +303,14 @@ func leakOf(t *procTrack) *api.Leak {
 	l := &api.Leak{Slope: v.Slope, Confidence: v.Confidence, Reason: v.Reason}
 	switch {
 	case t.confirmed:
-		l.Verdict = "leak"
+		l.Verdict = detect.VerdictLeak
 	case v.Kind == detect.NoLeak:
-		l.Verdict = "no_leak"
+		l.Verdict = detect.VerdictNoLeak
 	case v.Kind == detect.Leak:
-		l.Verdict = "unknown"
+		l.Verdict = detect.VerdictInsufficient
 		l.Reason = fmt.Sprintf("leak called, not yet confirmed (a call must hold %v): %s", detect.DefaultHold, v.Reason)
 	default:
-		l.Verdict = "unknown"
+		l.Verdict = detect.VerdictInsufficient
 	}
 	return l
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vramhq/vram/cli"
 	"github.com/vramhq/vram/cli/cmdutil"
+	"github.com/vramhq/vram/internal/jsondoc"
 )
 
 func vram(args ...string) (string, string, int) {
@@ -28,6 +29,7 @@ func TestEstimateJSON(t *testing.T) {
 	if code := cli.Run(f, []string{"estimate", "--json", "--batch", "4", "--seq-len", "256", "--capacity", "8GiB", gpt2}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
+	jsondoc.Test(t, "vram estimate --json", out.Bytes())
 	var r struct {
 		Schema    string           `json:"schema"`
 		Peak      uint64           `json:"peak_bytes"`

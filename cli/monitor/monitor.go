@@ -3,8 +3,8 @@
 // gpu (NVML and /proc, or a simulated host with --simulate N) and only read.
 //
 // Output conventions (see docs/monitor.md for the schemas): human tables on
-// stdout, warnings on stderr; --json is versioned (vram.status/v1,
-// vram.watch/v1) with sizes in bytes and RFC 3339 times; --csv has a header
+// stdout, warnings on stderr; --json is versioned (vram.status/v2,
+// vram.watch/v2) with sizes in bytes and RFC 3339 times; --csv has a header
 // row and a simulated column. A simulated host is labelled in every format.
 //
 // When NVML is missing the commands fail with one line that says what is

@@ -19,7 +19,7 @@ import (
 )
 
 // StatusSchema names the JSON layout of vram status --json.
-const StatusSchema = "vram.status/v1"
+const StatusSchema = "vram.status/v2"
 
 type statusFlags struct {
 	cmdutil.HostFlags
@@ -300,7 +300,7 @@ func writeAccountingText(w io.Writer, acc []gpu.AccountingDevice, snap *gpu.Snap
 	}
 }
 
-// JSON (schema vram.status/v1; documented in docs/monitor.md).
+// JSON (schema vram.status/v2; documented in docs/monitor.md and docs/json.md).
 
 type statusJSON struct {
 	Schema     string           `json:"schema"`
@@ -340,8 +340,8 @@ type memoryJSON struct {
 }
 
 type deviceJSON struct {
-	Index       int         `json:"index"`
-	UUID        string      `json:"uuid"`
+	Index       int         `json:"gpu_index"`
+	UUID        string      `json:"gpu_uuid"`
 	Name        string      `json:"name"`
 	Memory      *memoryJSON `json:"memory"`
 	Utilization *utilJSON   `json:"utilization"`
@@ -357,7 +357,7 @@ type utilJSON struct {
 
 type processJSON struct {
 	PID         uint32         `json:"pid"`
-	GPU         int            `json:"gpu"`
+	GPU         int            `json:"gpu_index"`
 	GPUUUID     string         `json:"gpu_uuid"`
 	MemoryBytes *uint64        `json:"memory_bytes"`
 	Type        string         `json:"type"`
@@ -380,42 +380,13 @@ type processJSON struct {
 }
 
 // AllocatorJSON is what the statistics channel says of one process on one
-// device, in the JSON of vram status and vram watch (docs/channel.md).
-type AllocatorJSON struct {
-	AllocatedBytes     int64   `json:"allocated_bytes"`
-	AllocatedPeak      int64   `json:"allocated_peak_bytes"`
-	ReservedBytes      int64   `json:"reserved_bytes"`
-	ReservedPeak       int64   `json:"reserved_peak_bytes"`
-	ActiveBytes        int64   `json:"active_bytes"`
-	InactiveSplitBytes int64   `json:"inactive_split_bytes"`
-	RequestedBytes     int64   `json:"requested_bytes"`
-	FreeCachedBytes    int64   `json:"free_cached_bytes"`
-	LargestFreeBlock   int64   `json:"largest_free_block_bytes"`
-	Fragmentation      float64 `json:"fragmentation"`
-	NumOOMs            int64   `json:"num_ooms"`
-	NumAllocRetries    int64   `json:"num_alloc_retries"`
-	CapBytes           int64   `json:"cap_bytes"`
-	Device             int     `json:"device"` // the ordinal inside the process
-	Backend            string  `json:"backend"`
-	Config             string  `json:"config"`
-	Version            string  `json:"version"`
-	Updated            string  `json:"updated"`
-}
-
-// AllocatorJSONOf is r in JSON terms; nil for nil.
-func AllocatorJSONOf(r *statchan.Record) *AllocatorJSON {
-	if r == nil {
-		return nil
-	}
-	return &AllocatorJSON{AllocatedBytes: r.Allocated, AllocatedPeak: r.AllocatedPeak, ReservedBytes: r.Reserved, ReservedPeak: r.ReservedPeak,
-		ActiveBytes: r.Active, InactiveSplitBytes: r.InactiveSplit, RequestedBytes: r.Requested, FreeCachedBytes: r.FreeCached,
-		LargestFreeBlock: r.LargestFree, Fragmentation: r.Fragmentation(), NumOOMs: r.NumOOMs, NumAllocRetries: r.NumAllocRetries,
-		CapBytes: r.Cap, Device: r.Device, Backend: r.Backend, Config: r.Config, Version: r.Version, Updated: r.Updated.UTC().Format(time.RFC3339Nano)}
-}
+// device, in the JSON of vram status and vram watch: the shape every tool
+// uses (statchan.JSON).
+type AllocatorJSON = statchan.JSON
 
 type accountingJSON struct {
-	GPU     int                `json:"gpu"`
-	UUID    string             `json:"uuid"`
+	GPU     int                `json:"gpu_index"`
+	UUID    string             `json:"gpu_uuid"`
 	Enabled bool               `json:"enabled"`
 	Hint    string             `json:"hint,omitempty"`
 	Error   string             `json:"error,omitempty"`
@@ -490,7 +461,7 @@ func statusJSONOf(s *session, snap *gpu.Snapshot, acc []gpu.AccountingDevice, wa
 		}
 		if r := p.Alloc; r != nil {
 			a, res := r.Allocated, r.Reserved
-			pj.AllocatedBytes, pj.ReservedBytes, pj.Allocator = &a, &res, AllocatorJSONOf(r)
+			pj.AllocatedBytes, pj.ReservedBytes, pj.Allocator = &a, &res, statchan.JSONOf(r)
 		}
 		out.Processes = append(out.Processes, pj)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // WatchSchema names the layout of each vram watch --json line.
-const WatchSchema = "vram.watch/v1"
+const WatchSchema = "vram.watch/v2"
 
 type watchFlags struct {
 	cmdutil.HostFlags
@@ -50,7 +50,7 @@ more than a memory read); at shorter intervals process lines appear only on
 the lines that had a process sample.
 
 Formats: a table (default), CSV (--csv) or JSON lines (--json, schema
-vram.watch/v1); --format and --csv or --json must agree. --processes adds a
+vram.watch/v2); --format and --csv or --json must agree. --processes adds a
 line per process; --pid shows only the given processes. --memory-only samples
 no processes, so --processes, --pid and --process-interval are refused with it.`,
 		Example: `  vram watch --interval 100ms
@@ -371,7 +371,7 @@ func (p *watchPrinter) csv(b []byte, iv *gpu.Interval) []byte {
 	return b
 }
 
-// json writes one vram.watch/v1 line, byte for byte what encoding/json
+// json writes one vram.watch/v2 line, byte for byte what encoding/json
 // writes for the schema's struct (field order, omitted empty user and
 // command, HTML-safe string escaping).
 func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
@@ -398,9 +398,9 @@ func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
 			b = append(b, ',')
 		}
 		first = false
-		b = append(b, `{"index":`...)
+		b = append(b, `{"gpu_index":`...)
 		b = strconv.AppendInt(b, int64(d.Index), 10)
-		b = append(b, `,"uuid":`...)
+		b = append(b, `,"gpu_uuid":`...)
 		b = jsonstr.Append(b, d.UUID)
 		b = appendStatJSON(b, &d.Used)
 		b = append(b, `,"total_bytes":`...)
@@ -421,8 +421,10 @@ func (p *watchPrinter) json(b []byte, iv *gpu.Interval) []byte {
 		pr := &ps.Process
 		b = append(b, `{"pid":`...)
 		b = strconv.AppendUint(b, uint64(pr.PID), 10)
-		b = append(b, `,"gpu":`...)
+		b = append(b, `,"gpu_index":`...)
 		b = strconv.AppendInt(b, int64(pr.Device), 10)
+		b = append(b, `,"gpu_uuid":`...)
+		b = jsonstr.Append(b, pr.DeviceUUID)
 		if pr.User != "" {
 			b = append(b, `,"user":`...)
 			b = jsonstr.Append(b, pr.User)

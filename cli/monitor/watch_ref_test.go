@@ -111,8 +111,8 @@ type watchLine struct {
 }
 
 type watchDevice struct {
-	Index int    `json:"index"`
-	UUID  string `json:"uuid"`
+	Index int    `json:"gpu_index"`
+	UUID  string `json:"gpu_uuid"`
 	statJSON
 	TotalBytes uint64 `json:"total_bytes"`
 }
@@ -127,7 +127,8 @@ type statJSON struct {
 
 type watchProcess struct {
 	PID     uint32 `json:"pid"`
-	GPU     int    `json:"gpu"`
+	GPU     int    `json:"gpu_index"`
+	GPUUUID string `json:"gpu_uuid"`
 	User    string `json:"user,omitempty"`
 	Command string `json:"command,omitempty"`
 	statJSON
@@ -141,7 +142,7 @@ func statOf(s gpu.Stat) statJSON {
 }
 
 func watchProcessJSON(p gpu.ProcessStat) watchProcess {
-	w := watchProcess{PID: p.Process.PID, GPU: p.Process.Device, User: p.Process.User, Command: p.Process.Command(), statJSON: statOf(p.Memory), Flags: p.Process.Flags.Names()}
+	w := watchProcess{PID: p.Process.PID, GPU: p.Process.Device, GPUUUID: p.Process.DeviceUUID, User: p.Process.User, Command: p.Process.Command(), statJSON: statOf(p.Memory), Flags: p.Process.Flags.Names()}
 	if r := p.Process.Alloc; r != nil {
 		a, res := r.Allocated, r.Reserved
 		w.AllocatedBytes, w.ReservedBytes = &a, &res
@@ -197,7 +198,7 @@ func randomIntervals(rng *rand.Rand, n int) []*gpu.Interval {
 			iv.Devices = append(iv.Devices, gpu.DeviceStat{Identity: gpu.Identity{Index: i * (1 + rng.Intn(30)), UUID: "GPU-" + str()}, Total: size(), Used: stat()})
 		}
 		for range rng.Intn(6) {
-			p := gpu.Process{PID: uint32(rng.Int63n(1 << 32)), Device: rng.Intn(100000), User: str(), Comm: str(), Flags: gpu.Flags(rng.Intn(64))}
+			p := gpu.Process{PID: uint32(rng.Int63n(1 << 32)), Device: rng.Intn(100000), DeviceUUID: str(), User: str(), Comm: str(), Flags: gpu.Flags(rng.Intn(64))}
 			for range rng.Intn(4) {
 				p.Cmdline = append(p.Cmdline, str())
 			}

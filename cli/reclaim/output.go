@@ -18,6 +18,7 @@ import (
 const simBanner = "SIMULATED HOST: synthetic processes; nothing real is signalled."
 
 func writeJSON(out io.Writer, r *Report) error {
+	r.Schema = Schema
 	if r.Candidates == nil {
 		r.Candidates = []*Candidate{}
 	}
@@ -160,21 +161,14 @@ func writeResults(out io.Writer, r *Report) {
 	for _, b := range r.DevicesBefore {
 		for _, a := range r.DevicesAfter {
 			if a.Index == b.Index {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t\n", b.Index, units.FormatBytes(b.UsedBytes), units.FormatBytes(a.UsedBytes), signedBytes(b.FreedBytes))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t\n", b.Index, units.FormatBytes(b.UsedBytes), units.FormatBytes(a.UsedBytes), units.Precise.FormatSigned(b.FreedBytes))
 			}
 		}
 	}
 	tw.Flush()
 	fmt.Fprintf(out, "Freed: %s by the signalled processes; %s on the devices (other processes may have allocated or freed meanwhile).\n",
-		units.FormatBytes(r.FreedByProcesses), signedBytes(r.FreedOnDevices))
+		units.FormatBytes(r.FreedByProcesses), units.Precise.FormatSigned(r.FreedOnDevices))
 	if r.Simulated {
 		fmt.Fprintln(out, simBanner)
 	}
-}
-
-func signedBytes(b int64) string {
-	if b < 0 {
-		return "-" + units.FormatBytes(uint64(-b))
-	}
-	return units.FormatBytes(uint64(b))
 }

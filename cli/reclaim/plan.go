@@ -11,8 +11,12 @@ import (
 	"github.com/vramhq/vram/proc"
 )
 
+// Schema names the JSON layout of vram reclaim --json (docs/json.md).
+const Schema = "vram.reclaim/v1"
+
 // Report is everything vram reclaim found and did; --json prints it.
 type Report struct {
+	Schema         string       `json:"schema"` // Schema; writeJSON sets it
 	Time           time.Time    `json:"time"`
 	Simulated      bool         `json:"simulated"`
 	Host           string       `json:"host"`
@@ -37,8 +41,8 @@ type Report struct {
 
 // DeviceMemory is one GPU's used memory at one sample.
 type DeviceMemory struct {
-	Index      int    `json:"gpu"`
-	UUID       string `json:"uuid"`
+	Index      int    `json:"gpu_index"`
+	UUID       string `json:"gpu_uuid"`
 	Name       string `json:"name"`
 	TotalBytes uint64 `json:"total_bytes"`
 	UsedBytes  uint64 `json:"used_bytes"`
@@ -50,7 +54,7 @@ type DeviceMemory struct {
 // Candidate is one listed process: its evidence, the plan, what happened.
 type Candidate struct {
 	PID        int        `json:"pid"`
-	GPUs       []int      `json:"gpus"`
+	GPUs       []int      `json:"gpu_indexes"`
 	Bytes      uint64     `json:"bytes"`
 	User       string     `json:"user"`
 	Command    string     `json:"command"`

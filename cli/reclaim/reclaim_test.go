@@ -16,6 +16,7 @@ import (
 
 	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/jsondoc"
 	"github.com/vramhq/vram/proc"
 )
 
@@ -303,6 +304,7 @@ func TestTermThenKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jsondoc.Test(t, "vram reclaim --json", []byte(out[:strings.LastIndex(out, "}")+1]))
 	want := []string{"500:SIGTERM", "501:SIGTERM", "700:SIGTERM", "501:SIGKILL"}
 	if got := w.signals(); !slices.Equal(got, want) {
 		t.Fatalf("signals %v, want %v", got, want)
@@ -416,9 +418,13 @@ func TestJSONKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jsondoc.Test(t, "vram reclaim --json", []byte(out[:strings.LastIndex(out, "}")+1]))
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &m); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	if m["schema"] != Schema {
+		t.Errorf("schema %v, want %s", m["schema"], Schema)
 	}
 	for _, k := range []string{"time", "simulated", "host", "dry_run", "rules", "observe_seconds", "signal", "grace_seconds",
 		"processes", "declined", "measured", "devices", "freed_by_processes_bytes", "freed_on_devices_bytes", "notes", "warnings"} {
@@ -428,7 +434,7 @@ func TestJSONKeys(t *testing.T) {
 	}
 	procs := m["processes"].([]any)
 	p := procs[0].(map[string]any)
-	for _, k := range []string{"pid", "gpus", "bytes", "user", "command", "ppid", "state", "start_time", "age_seconds",
+	for _, k := range []string{"pid", "gpu_indexes", "bytes", "user", "command", "ppid", "state", "start_time", "age_seconds",
 		"flags", "rule", "reasons", "action", "signals", "exited_in_grace", "freed_bytes"} {
 		if _, ok := p[k]; !ok {
 			t.Errorf("process JSON lacks %q", k)

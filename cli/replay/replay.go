@@ -200,8 +200,12 @@ func run(stdout, stderr io.Writer, isTerminal func(any) bool, f *flags, capacity
 	return nil
 }
 
+// Schema names the layout of each vram replay --json line (docs/json.md).
+const Schema = "vram.replay/v1"
+
 // Record is the JSON object of one trace and policy.
 type Record struct {
+	Schema              string   `json:"schema"` // Schema
 	Trace               string   `json:"trace"`
 	Policy              string   `json:"policy"`
 	Ops                 int64    `json:"ops"`
@@ -230,7 +234,7 @@ type Record struct {
 
 func jsonOf(r *replay.Report) Record {
 	rec := Record{
-		Trace: r.Trace, Policy: r.Policy, Ops: r.Ops,
+		Schema: Schema, Trace: r.Trace, Policy: r.Policy, Ops: r.Ops,
 		PeakLiveBytes: r.PeakLiveBytes, PeakReservedBytes: r.PeakReservedBytes,
 		ReservedOverLive:    round4(r.ReservedOverLive()),
 		DeviceCalls:         r.DeviceCalls.Total(),

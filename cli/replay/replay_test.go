@@ -17,6 +17,7 @@ import (
 	"github.com/vramhq/vram/cli/cmdutil"
 	replaycmd "github.com/vramhq/vram/cli/replay"
 	"github.com/vramhq/vram/cuda"
+	"github.com/vramhq/vram/internal/jsondoc"
 	"github.com/vramhq/vram/internal/units"
 )
 
@@ -53,7 +54,7 @@ func TestTable(t *testing.T) {
 	}
 }
 
-var jsonKeys = []string{"trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
+var jsonKeys = []string{"schema", "trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
 	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
 	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches", "out_of_memory", "oom_record", "oom_request_bytes"}
 
@@ -62,6 +63,7 @@ func TestJSONLines(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
+	jsondoc.TestLines(t, "vram replay --json", []byte(out))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 10 {
 		t.Fatalf("%d lines, want 2 traces × 5 policies:\n%s", len(lines), out)

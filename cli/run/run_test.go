@@ -16,6 +16,7 @@ import (
 
 	"github.com/vramhq/vram/cli"
 	"github.com/vramhq/vram/cli/cmdutil"
+	"github.com/vramhq/vram/internal/jsondoc"
 	"github.com/vramhq/vram/job"
 	"github.com/vramhq/vram/job/jobtest"
 )
@@ -117,6 +118,7 @@ func TestRunKeepsStatusAndWritesFiles(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &rep) != nil {
 		t.Fatalf("JSON file: %v", err)
 	}
+	jsondoc.Test(t, "vram run --json", b)
 	if rep["schema"] != job.SchemaRun || rep["peak_bytes"].(float64) != 300*mib || rep["exit_code"].(float64) != 0 {
 		t.Errorf("JSON %v", rep)
 	}
@@ -255,6 +257,7 @@ func TestFitCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	jsondoc.Test(t, "vram fit --json", []byte(stdout.String()))
 	var rep struct {
 		Max         int `json:"max_batch"`
 		Recommended int `json:"recommended_batch"`
@@ -299,6 +302,7 @@ func TestFitUnderLimit(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	jsondoc.Test(t, "vram fit --json", []byte(stdout.String()))
 	var rep struct {
 		Max     int    `json:"max_batch"`
 		Cap     uint64 `json:"capacity_bytes"`

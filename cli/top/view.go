@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vramhq/vram/gpu"
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Smallest terminal the layout works in; below it the view says so.
@@ -775,18 +776,6 @@ func clip(s string, w int) string {
 	return ansi.Truncate(s, w, "…")
 }
 
-// gib formats bytes: MiB below 1 GiB, GiB with one decimal above.
-func gib(b uint64) string {
-	if b < 1<<30 {
-		return fmt.Sprintf("%d MiB", b>>20)
-	}
-	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-}
-
-// gibShort is gib without the space and with one letter: "20.1G", "512M".
-func gibShort(b uint64) string {
-	if b < 1<<30 {
-		return fmt.Sprintf("%dM", b>>20)
-	}
-	return fmt.Sprintf("%.1fG", float64(b)/(1<<30))
-}
+// gib and gibShort are the sizes of top's columns and header: "512 MiB",
+// "12.3 GiB"; "512M", "12.3G".
+var gib, gibShort = units.Compact.Format, units.Short.Format

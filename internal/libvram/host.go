@@ -485,17 +485,6 @@ func (e *OutOfMemoryError) Error() string {
 	return b.String()
 }
 
-// torchSize prints n as PyTorch's OOM message does (two decimals; bytes
-// below 1 KiB).
-func torchSize(n uint64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	default:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	}
-}
+// torchSize prints n as PyTorch's OOM message does (format_size: two
+// decimals; bytes up to 1 KiB).
+var torchSize = units.Torch.Format

@@ -87,7 +87,8 @@ func TestOutOfMemoryWording(t *testing.T) {
 		t.Fatalf("want an out-of-memory error, got %v", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{"CUDA out of memory. Tried to allocate 100.00 MiB. GPU 2 has a total capacity of 1.00 GiB", "64.00 MiB allowed", "vram: "} {
+	// format_size's thresholds are inclusive: exactly 1 GiB is "1024.00 MiB".
+	for _, want := range []string{"CUDA out of memory. Tried to allocate 100.00 MiB. GPU 2 has a total capacity of 1024.00 MiB", "64.00 MiB allowed", "vram: "} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
 		}

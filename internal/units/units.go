@@ -104,3 +104,107 @@ func AppendBytes(b []byte, v uint64) []byte {
 		f /= 1024
 	}
 }
+
+// Style is a way of writing a byte count. Precise is FormatBytes, the one
+// every command prints unless a column is too narrow for it; the others
+// are for narrow table columns, for rates and for messages that must read
+// as PyTorch's.
+type Style uint8
+
+const (
+	// Precise is FormatBytes: "512 B", "1.50 KiB", "12.34 GiB".
+	Precise Style = iota
+	// Compact is for table columns: whole MiB below 1 GiB, GiB with one
+	// decimal from there: "0 MiB", "512 MiB", "12.3 GiB" (vram top).
+	Compact
+	// Short is Compact with one letter and no space: "512M", "12.3G" (vram
+	// top's narrow header and its graph's axis).
+	Short
+	// Torch is PyTorch's format_size, as its out-of-memory message writes
+	// sizes: "1024 bytes" up to 1 KiB, then KiB, MiB or GiB with two
+	// decimals, each unit up to and including 1024 of it.
+	Torch
+	// MiB is MiB only, with fewer decimals as the value grows: "0.25 MiB",
+	// "12.5 MiB", "300 MiB" (leak slopes and growth, which FormatFloat
+	// writes signed).
+	MiB
+)
+
+// Format writes b in style s.
+func (s Style) Format(b uint64) string {
+	switch s {
+	case Compact, Short:
+		unitM, unitG := " MiB", " GiB"
+		if s == Short {
+			unitM, unitG = "M", "G"
+		}
+		if b < 1<<30 {
+			return strconv.FormatUint(b>>20, 10) + unitM
+		}
+		return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + unitG
+	case Torch:
+		switch {
+		case b <= 1<<10:
+			return strconv.FormatUint(b, 10) + " bytes"
+		case b <= 1<<20:
+			return strconv.FormatFloat(float64(b)/(1<<10), 'f', 2, 64) + " KiB"
+		case b <= 1<<30:
+			return strconv.FormatFloat(float64(b)/(1<<20), 'f', 2, 64) + " MiB"
+		}
+		return strconv.FormatFloat(float64(b)/(1<<30), 'f', 2, 64) + " GiB"
+	case MiB:
+		return s.FormatFloat(float64(b))
+	}
+	return FormatBytes(b)
+}
+
+// FormatSigned writes b in style s, with a minus sign when negative.
+func (s Style) FormatSigned(b int64) string {
+	if b < 0 {
+		return "-" + s.Format(uint64(-(b+1))+1) // -MinInt64 overflows; this does not
+	}
+	return s.Format(uint64(b))
+}
+
+// FormatFloat writes b, which may be negative or fractional (a rate in
+// bytes per second), in style s: MiB keeps the fraction; the others write
+// the nearest whole number of bytes.
+func (s Style) FormatFloat(b float64) string {
+	if s != MiB {
+		a := math.Round(math.Abs(b))
+		u := uint64(math.MaxUint64)
+		if a < 1<<64 {
+			u = uint64(a)
+		}
+		if b < 0 && u > 0 {
+			return "-" + s.Format(u)
+		}
+		return s.Format(u)
+	}
+	const mib = 1 << 20
+	switch a := math.Abs(b); {
+	case a >= 100*mib:
+		return strconv.FormatFloat(b/mib, 'f', 0, 64) + " MiB"
+	case a >= mib:
+		return strconv.FormatFloat(b/mib, 'f', 1, 64) + " MiB"
+	default:
+		return strconv.FormatFloat(b/mib, 'f', 2, 64) + " MiB"
+	}
+}
+
+// String names the style.
+func (s Style) String() string {
+	switch s {
+	case Precise:
+		return "precise"
+	case Compact:
+		return "compact"
+	case Short:
+		return "short"
+	case Torch:
+		return "torch"
+	case MiB:
+		return "mib"
+	}
+	return "Style(" + strconv.Itoa(int(s)) + ")"
+}

@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/job"
 )
 
@@ -244,17 +245,7 @@ func batch(n int) int {
 }
 
 // torchSize formats like PyTorch's format_size.
-func torchSize(b uint64) string {
-	switch {
-	case b <= 1024:
-		return fmt.Sprintf("%d bytes", b)
-	case b <= 1<<20:
-		return fmt.Sprintf("%.2f KiB", float64(b)/(1<<10))
-	case b <= 1<<30:
-		return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
-	}
-	return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-}
+var torchSize = units.Torch.Format
 
 // FileSource is a job.Source over a directory where fake jobs announce
 // their memory (one file per PID holding a decimal byte count), on one

@@ -122,7 +122,7 @@ capture() { # capture NAME: every endpoint into $SNAP/NAME-*
   get "$URL/api/v1/alerts?from=-10m" > "$SNAP/$n-alerts.json" || fail "/api/v1/alerts at $n"
   get "$URL/api/v1/actions?from=-10m" > "$SNAP/$n-actions.json" || fail "/api/v1/actions at $n"
   local uuid
-  uuid=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["uuid"])' < "$SNAP/$n-state.json")
+  uuid=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["gpu_uuid"])' < "$SNAP/$n-state.json")
   get "$URL/api/v1/history/devices/$uuid?from=-5m" > "$SNAP/$n-history.json" || fail "history at $n"
   echo "== $n at +$(( $(date +%s) - T0 ))s: $(grep -c '^vram_' "$SNAP/$n-metrics.prom") series; alerts firing:" \
     "$(python3 -c 'import json,sys; s=json.load(sys.stdin); print(sorted({(a["rule"]) for a in s["alerts"]}), len(s["processes"]), "processes")' < "$SNAP/$n-state.json")"
@@ -155,7 +155,7 @@ for n in ("t30", "t90", "t150", "t190"):
             name = p["command"].split("vram-serve-")[1].split()[0]
             jobs.setdefault(name, {})[n] = {"pid": p["pid"], "used_mib": p["used_bytes"] >> 20, "flags": p["flags"], "leak": p.get("leak")}
 summary = {
-    "devices": [{k: d.get(k) for k in ("index", "name", "healthy", "error", "used_bytes", "total_bytes")} for d in last["devices"]],
+    "devices": [{k: d.get(k) for k in ("gpu_index", "name", "healthy", "error", "used_bytes", "total_bytes")} for d in last["devices"]],
     "jobs": jobs,
     "alerts": [{k: a.get(k) for k in ("time", "rule", "state", "pid", "message")} for a in alerts],
     "actions": [{k: a.get(k) for k in ("time", "rule", "pid", "action", "result")} for a in actions],

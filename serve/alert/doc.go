@@ -88,7 +88,7 @@
 // more than its history, which the store keeps anyway.
 //
 // Each webhook has a worker goroutine. When woken it takes everything queued
-// and posts it as one JSON document (Payload: schema "vram.alert/v1", the host
+// and posts it as one JSON document (Payload: schema "vram.alert/v2", the host
 // name, the alerts oldest first), so that a webhook that was down receives one
 // request for the backlog rather than one per alert. An attempt fails on a
 // network error, no answer within the webhook's timeout, or a status other

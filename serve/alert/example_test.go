@@ -151,6 +151,6 @@ func ExampleNotifier() {
 	fmt.Printf("%+v\n", n.Stats())
 	// Output:
 	// level=WARN msg="alert firing" rule=gpu-nearly-full severity=warning gpu=GPU-0 message="GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00 GiB) for 5m0s"
-	// webhook got from gpu-node-7 (vram.alert/v1): firing gpu-nearly-full: GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00 GiB) for 5m0s
+	// webhook got from gpu-node-7 (vram.alert/v2): firing gpu-nearly-full: GPU 0 (NVIDIA H200): 92.1% used (129.00 GiB of 140.00 GiB) for 5m0s
 	// {Sent:1 Failed:0 Retried:0 Dropped:0}
 }

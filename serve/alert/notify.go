@@ -26,7 +26,7 @@ import (
 
 // PayloadSchema is the value of the schema key of every webhook payload. A
 // change that removes or renames a key bumps it.
-const PayloadSchema = "vram.alert/v1"
+const PayloadSchema = "vram.alert/v2"
 
 // Payload is the JSON body of every webhook request: the alerts that were
 // queued for the webhook when the request was built, oldest first.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vramhq/vram/internal/jsondoc"
 	"github.com/vramhq/vram/serve/api"
 )
 
@@ -92,6 +93,7 @@ type hookServer struct {
 	*httptest.Server
 	mu      sync.Mutex
 	bodies  []Payload
+	raw     [][]byte
 	headers []http.Header
 }
 
@@ -105,6 +107,7 @@ func newHookServer(t *testing.T, answer func(n int, w http.ResponseWriter, r *ht
 		}
 		s.mu.Lock()
 		s.bodies = append(s.bodies, p)
+		s.raw = append(s.raw, body)
 		s.headers = append(s.headers, r.Header.Clone())
 		n := len(s.bodies)
 		s.mu.Unlock()
@@ -151,6 +154,7 @@ func TestNotifierRetriesThenDelivers(t *testing.T) {
 	if p.Schema != PayloadSchema || p.Host != "node-a" || len(p.Alerts) != 2 {
 		t.Fatalf("payload = %+v", p)
 	}
+	jsondoc.Test(t, "Webhook payload", srv.raw[2])
 	for i, a := range p.Alerts {
 		if want := testAlert(i + 1); a != want {
 			t.Errorf("alert %d = %+v, want %+v", i, a, want)

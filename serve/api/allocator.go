@@ -1,38 +1,15 @@
 package api
 
 // The figures of vram's allocator inside a process, in a State and in the
-// history. The keys are those of vram status --json (cli/monitor's
-// AllocatorJSON), so that the daemon and the commands speak one vocabulary;
-// TestAllocatorKeysMatchStatus holds them together.
+// history. The keys are those of vram status --json: both are
+// statchan.JSON.
 
-import "time"
+import "github.com/vramhq/vram/alloc/statchan"
 
 // Allocator is what vram's allocator inside a process (libvram) publishes
-// about one GPU through its statistics channel (docs/channel.md). Sizes are
-// bytes; peaks are the allocator's own (since its last reset).
-type Allocator struct {
-	AllocatedBytes     int64 `json:"allocated_bytes"`
-	AllocatedPeak      int64 `json:"allocated_peak_bytes"`
-	ReservedBytes      int64 `json:"reserved_bytes"`
-	ReservedPeak       int64 `json:"reserved_peak_bytes"`
-	ActiveBytes        int64 `json:"active_bytes"`
-	InactiveSplitBytes int64 `json:"inactive_split_bytes"`
-	RequestedBytes     int64 `json:"requested_bytes"`
-	FreeCachedBytes    int64 `json:"free_cached_bytes"`
-	LargestFreeBlock   int64 `json:"largest_free_block_bytes"`
-	// Fragmentation is the share of the reserved memory cached free
-	// outside the largest free block, 0 to 1.
-	Fragmentation   float64 `json:"fragmentation"`
-	NumOOMs         int64   `json:"num_ooms"`
-	NumAllocRetries int64   `json:"num_alloc_retries"`
-	CapBytes        int64   `json:"cap_bytes"`
-	Device          int     `json:"device"` // the CUDA ordinal inside the process
-	Backend         string  `json:"backend"`
-	Config          string  `json:"config"`
-	Version         string  `json:"version"`
-	// Updated is when the allocator published these figures (RFC 3339).
-	Updated time.Time `json:"updated"`
-}
+// about one GPU through its statistics channel (docs/channel.md), in the
+// shape every tool writes (statchan.JSON).
+type Allocator = statchan.JSON
 
 // AllocatorFields are the allocator's figures on a Process. AllocatedBytes
 // and ReservedBytes are null (nil) for a process not on vram's allocator,
@@ -99,8 +76,8 @@ func (e *encoder) allocatorFields(f *AllocatorFields) {
 	e.int(a.NumAllocRetries)
 	e.raw(`,"cap_bytes":`)
 	e.int(a.CapBytes)
-	e.raw(`,"device":`)
-	e.int(int64(a.Device))
+	e.raw(`,"cuda_device":`)
+	e.int(int64(a.CUDADevice))
 	e.raw(`,"backend":`)
 	e.str(a.Backend)
 	e.raw(`,"config":`)

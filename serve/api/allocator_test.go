@@ -3,37 +3,11 @@ package api_test
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/vramhq/vram/cli/monitor"
 	"github.com/vramhq/vram/serve/api"
 )
-
-// jsonKeys lists the JSON keys of a struct type's fields, in order.
-func jsonKeys(t reflect.Type) []string {
-	var out []string
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out = append(out, name+" "+t.Field(i).Type.Kind().String())
-	}
-	return out
-}
-
-// TestAllocatorKeysMatchStatus: the allocator object of the API has the
-// keys, and kinds, of vram status --json's.
-func TestAllocatorKeysMatchStatus(t *testing.T) {
-	api, status := jsonKeys(reflect.TypeFor[api.Allocator]()), jsonKeys(reflect.TypeFor[monitor.AllocatorJSON]())
-	// Updated is a time.Time here, the same RFC 3339 text there.
-	for i := range api {
-		api[i] = strings.Replace(api[i], "updated struct", "updated string", 1)
-	}
-	if !reflect.DeepEqual(api, status) {
-		t.Errorf("api.Allocator keys\n%v\nvram status's\n%v", api, status)
-	}
-}
 
 // stateBackend answers State with s; every other method is unused here.
 type stateBackend struct {

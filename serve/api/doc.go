@@ -13,7 +13,7 @@
 //	GET  /api/v1/state                                 State (503 before the first sample)
 //	GET  /api/v1/devices                               {schema, time, devices}
 //	GET  /api/v1/processes[?gpu=UUID|index]            {schema, time, processes}
-//	GET  /api/v1/history/devices/{gpu}?from=&to=&step= {schema, gpu, from, to, step_seconds, points}
+//	GET  /api/v1/history/devices/{gpu}?from=&to=&step= {schema, gpu_uuid, from, to, step_seconds, points}
 //	GET  /api/v1/history/processes/{gpu}/{pid}?...     the same plus pid
 //	GET  /api/v1/alerts?from=&to=                      {schema, alerts}   (default: the last 24 h)
 //	GET  /api/v1/actions?from=&to=                     {schema, actions}  (default: the last 24 h)
@@ -83,7 +83,7 @@
 // Every error, including unknown /api paths (404) and wrong methods (405,
 // with an Allow header), is a JSON document:
 //
-//	{"schema": "vram.serve/v2", "error": {"status": 400, "message": "from: \"yesterday\" is not ..."}}
+//	{"schema": "vram.serve/v3", "error": {"status": 400, "message": "from: \"yesterday\" is not ..."}}
 //
 // A message names the parameter or field and the bad value. Errors from the
 // Backend map through errors.Is: ErrNotFound to 404, ErrConflict to 409,

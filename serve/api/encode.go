@@ -176,9 +176,9 @@ func list[T any](e *encoder, vs []T, elem func(*T)) {
 }
 
 func (e *encoder) device(d *Device) {
-	e.raw(`{"index":`)
+	e.raw(`{"gpu_index":`)
 	e.int(int64(d.Index))
-	e.raw(`,"uuid":`)
+	e.raw(`,"gpu_uuid":`)
 	e.str(d.UUID)
 	e.raw(`,"name":`)
 	e.str(d.Name)
@@ -219,7 +219,7 @@ func (e *encoder) alert(a *Alert) {
 	e.raw(`,"state":`)
 	e.str(a.State)
 	if a.GPU != "" {
-		e.raw(`,"gpu":`)
+		e.raw(`,"gpu_uuid":`)
 		e.str(a.GPU)
 	}
 	if a.PID != 0 {
@@ -247,7 +247,7 @@ func (e *encoder) processes(ps []Process) {
 // process is a wireProcess: Process's fields in order, start_time last
 // (the wire type's own field comes after the embedded ones).
 func (e *encoder) process(p *Process) {
-	e.raw(`{"gpu":`)
+	e.raw(`{"gpu_uuid":`)
 	e.str(p.GPU)
 	e.raw(`,"gpu_index":`)
 	e.int(int64(p.GPUIndex))

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/vramhq/vram/detect"
 )
 
 // Strings and numbers where encoding/json's rules bite: HTML characters,
@@ -85,7 +87,7 @@ func randomState(r *rand.Rand) State {
 				p.SetAllocator(&Allocator{AllocatedBytes: r.Int64(), AllocatedPeak: r.Int64(), ReservedBytes: r.Int64() >> r.IntN(63),
 					ReservedPeak: -r.Int64N(3), ActiveBytes: r.Int64(), InactiveSplitBytes: r.Int64(), RequestedBytes: r.Int64(),
 					FreeCachedBytes: r.Int64(), LargestFreeBlock: r.Int64(), Fragmentation: flt(), NumOOMs: r.Int64N(5), NumAllocRetries: r.Int64(),
-					CapBytes: r.Int64(), Device: r.IntN(8), Backend: str(), Config: str(), Version: str(), Updated: tm()})
+					CapBytes: r.Int64(), CUDADevice: r.IntN(8), Backend: str(), Config: str(), Version: str(), Updated: tm()})
 			default: // figures without the object (a client's own)
 				a, res := r.Int64(), -r.Int64N(2)
 				p.AllocatedBytes, p.ReservedBytes = &a, &res
@@ -225,7 +227,7 @@ func benchState() State {
 	for i := range 1600 {
 		s.Processes = append(s.Processes, Process{GPU: s.Devices[i%8].UUID, GPUIndex: i % 8, PID: uint32(100000 + i), StartTime: time.Unix(1_699_000_000, 0).UTC(),
 			Signalable: true, User: "user3", Command: "python train.py --rank 3", UsedBytes: 300 << 20, MemoryKnown: true, Flags: []string{},
-			Leak: &Leak{Verdict: "no_leak", Slope: 12.5, Confidence: 0.93, Reason: "the floor is flat"}, Recent: recent(300 << 20), RecentStep: 0.1})
+			Leak: &Leak{Verdict: detect.VerdictNoLeak, Slope: 12.5, Confidence: 0.93, Reason: "the floor is flat"}, Recent: recent(300 << 20), RecentStep: 0.1})
 	}
 	return s
 }

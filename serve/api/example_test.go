@@ -52,9 +52,9 @@ func ExampleHandler() {
 		fmt.Print(w.Code, " ", w.Body)
 	}
 	// Output:
-	// 200 {"schema":"vram.serve/v2","time":"2026-11-30T12:00:00Z","devices":[{"index":0,"uuid":"GPU-0","name":"NVIDIA H200","healthy":true,"total_bytes":161061273600,"used_bytes":42949672960,"free_bytes":0,"reserved_bytes":0,"reserved_known":false,"unattributed_bytes":0,"util_percent":0,"recent":[],"recent_step_seconds":0}]}
-	// 400 {"schema":"vram.serve/v2","error":{"status":400,"message":"query parameter \"from\": \"yesterday\" is not a time: want RFC 3339 (2026-11-30T12:00:00Z), Unix seconds, \"now\" or a negative duration like -1h"}}
-	// 403 {"schema":"vram.serve/v2","error":{"status":403,"message":"mutating endpoints are disabled on this daemon; enable http.mutations (with a token_file) in its config"}}
+	// 200 {"schema":"vram.serve/v3","time":"2026-11-30T12:00:00Z","devices":[{"gpu_index":0,"gpu_uuid":"GPU-0","name":"NVIDIA H200","healthy":true,"total_bytes":161061273600,"used_bytes":42949672960,"free_bytes":0,"reserved_bytes":0,"reserved_known":false,"unattributed_bytes":0,"util_percent":0,"recent":[],"recent_step_seconds":0}]}
+	// 400 {"schema":"vram.serve/v3","error":{"status":400,"message":"query parameter \"from\": \"yesterday\" is not a time: want RFC 3339 (2026-11-30T12:00:00Z), Unix seconds, \"now\" or a negative duration like -1h"}}
+	// 403 {"schema":"vram.serve/v3","error":{"status":403,"message":"mutating endpoints are disabled on this daemon; enable http.mutations (with a token_file) in its config"}}
 }
 
 // A daemon checks its listen address and reads its token before it serves.

@@ -435,7 +435,7 @@ type (
 	}
 	DeviceHistoryResponse struct {
 		Schema string        `json:"schema"`
-		GPU    string        `json:"gpu"`
+		GPU    string        `json:"gpu_uuid"`
 		From   time.Time     `json:"from"`
 		To     time.Time     `json:"to"`
 		Step   float64       `json:"step_seconds"`
@@ -443,7 +443,7 @@ type (
 	}
 	ProcessHistoryResponse struct {
 		Schema string         `json:"schema"`
-		GPU    string         `json:"gpu"`
+		GPU    string         `json:"gpu_uuid"`
 		PID    uint32         `json:"pid"`
 		From   time.Time      `json:"from"`
 		To     time.Time      `json:"to"`

@@ -8,7 +8,7 @@ import (
 
 // Schema is the value of the schema key of every JSON document this package
 // writes. A change that removes or renames a key bumps it.
-const Schema = "vram.serve/v2"
+const Schema = "vram.serve/v3"
 
 // State is the daemon's latest sample of the node, as GET /api/v1/state
 // returns it and as each "state" event of GET /events carries it.
@@ -28,8 +28,8 @@ type State struct {
 
 // Device is one GPU in a State. Sizes are bytes.
 type Device struct {
-	Index             int    `json:"index"` // NVML index
-	UUID              string `json:"uuid"`
+	Index             int    `json:"gpu_index"` // NVML index
+	UUID              string `json:"gpu_uuid"`
 	Name              string `json:"name"`
 	Healthy           bool   `json:"healthy"`
 	Error             string `json:"error,omitempty"` // why it is not healthy
@@ -48,7 +48,7 @@ type Device struct {
 
 // Process is one process on one GPU in a State.
 type Process struct {
-	GPU      string `json:"gpu"` // UUID
+	GPU      string `json:"gpu_uuid"`
 	GPUIndex int    `json:"gpu_index"`
 	PID      uint32 `json:"pid"`
 	// StartTime is, with PID, the identity a signal request must name.
@@ -84,7 +84,7 @@ type Process struct {
 
 // Leak is the leak detector's verdict on one process.
 type Leak struct {
-	Verdict    string  `json:"verdict"` // "leak", "no_leak", "unknown"
+	Verdict    string  `json:"verdict"` // detect.VerdictLeak, VerdictNoLeak or VerdictInsufficient
 	Slope      float64 `json:"slope_bytes_per_second"`
 	Confidence float64 `json:"confidence"`
 	Reason     string  `json:"reason"`
@@ -96,7 +96,7 @@ type Alert struct {
 	Rule      string    `json:"rule"`
 	Severity  string    `json:"severity"` // "warning", "critical"
 	State     string    `json:"state"`    // "firing", "resolved"
-	GPU       string    `json:"gpu,omitempty"`
+	GPU       string    `json:"gpu_uuid,omitempty"`
 	PID       uint32    `json:"pid,omitempty"`
 	StartTime time.Time `json:"start_time,omitzero"`
 	Message   string    `json:"message"`

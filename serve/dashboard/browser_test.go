@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/internal/units"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/dashboard"
@@ -306,7 +307,7 @@ func checkRows(t *testing.T, got []shownRow, s api.State, mutations bool) {
 	for i, p := range s.Processes { // the state is largest first, and so is the page by default
 		r := got[i]
 		var flags []string
-		if p.Leak != nil && p.Leak.Verdict == "leak" {
+		if p.Leak != nil && p.Leak.Verdict == detect.VerdictLeak {
 			flags = append(flags, "leak:red")
 		}
 		for _, f := range p.Flags {
@@ -317,13 +318,13 @@ func checkRows(t *testing.T, got []shownRow, s api.State, mutations bool) {
 			cmd = string([]rune(cmd)[:59]) + "…"
 		}
 		growth, leak, calm := "—", false, false
-		if p.Leak != nil && p.Leak.Verdict != "unknown" {
+		if p.Leak != nil && p.Leak.Verdict != detect.VerdictInsufficient {
 			g := p.Leak.Slope * 60 / mib
 			growth = fmt.Sprintf("%+.1f MiB/min", g)
 			if math.Abs(g) >= 100 {
 				growth = fmt.Sprintf("%+.0f MiB/min", g)
 			}
-			leak = p.Leak.Verdict == "leak"
+			leak = p.Leak.Verdict == detect.VerdictLeak
 			calm = !leak
 		}
 		workload := p.Pod
@@ -664,7 +665,7 @@ func TestBrowser(t *testing.T) {
 	// reconnection can replace them.
 	sparse := eval[[]shownCard](t, ctx, `(() => { const f = window.vramDashboard.applyState;
 		f(null); f({}); f({devices: 'x', processes: {}, alerts: 7});
-		f({hostname: 5, time: 'garbage', devices: [{uuid: 'GPU-sparse'}, null, 7],
+		f({hostname: 5, time: 'garbage', devices: [{gpu_uuid: 'GPU-sparse'}, null, 7],
 		   processes: [{pid: 7}, {}, null, {pid: 8, leak: {}, flags: null, recent: [1, 'x', null]}],
 		   alerts: [{}], warnings: ['partial state']});
 		return `+readCards+`; })()`)

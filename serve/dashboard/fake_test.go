@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/serve/api"
 )
 
@@ -109,8 +110,8 @@ func (b *fakeBackend) build(now time.Time, after bool) api.State {
 	zombie.Recent = ramp(zombie.UsedBytes, 60, 0) // what it holds no longer changes
 	// The detector's two other verdicts: no leak (the slope shown, muted)
 	// and unknown (nothing shown).
-	train.Leak = &api.Leak{Verdict: "no_leak", Slope: 0.2 * mib / 60, Confidence: 0.8, Reason: "floor not rising"}
-	serveP.Leak = &api.Leak{Verdict: "unknown", Reason: "still warming up"}
+	train.Leak = &api.Leak{Verdict: detect.VerdictNoLeak, Slope: 0.2 * mib / 60, Confidence: 0.8, Reason: "floor not rising"}
+	serveP.Leak = &api.Leak{Verdict: detect.VerdictInsufficient, Reason: "still warming up"}
 
 	gpu0Unattr := uint64(gib + gib/2)
 	if after {

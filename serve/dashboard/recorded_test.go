@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/vramhq/vram/detect"
 	"github.com/vramhq/vram/serve/api"
 	"github.com/vramhq/vram/serve/dashboard"
 )
@@ -22,7 +23,7 @@ import (
 type recordedBackend struct {
 	state   api.State
 	history struct {
-		GPU    string            `json:"gpu"`
+		GPU    string            `json:"gpu_uuid"`
 		Points []api.DevicePoint `json:"points"`
 	}
 	alerts  struct{ Alerts []api.Alert }
@@ -41,6 +42,9 @@ func loadRecorded(t *testing.T, prefix string, now time.Time) *recordedBackend {
 		if err := json.Unmarshal(data, v); err != nil {
 			t.Fatalf("%s%s: %v", prefix, suffix, err)
 		}
+	}
+	if b.state.Schema == "vram.serve/v1" || b.state.Schema == "vram.serve/v2" {
+		upgradeIdentity(t, prefix, b)
 	}
 	if b.state.Schema == "vram.serve/v1" {
 		// Captured before history points took the state's key names.
@@ -85,6 +89,57 @@ func loadRecorded(t *testing.T, prefix string, now time.Time) *recordedBackend {
 		b.history.Points[i].Time = b.history.Points[i].Time.Add(shift)
 	}
 	return b
+}
+
+// upgradeIdentity reads the names captures before vram.serve/v3 gave a
+// GPU: a device's index and uuid, a process's and an alert's gpu (its
+// UUID), the history's gpu; and the leak verdicts no_leak and unknown.
+func upgradeIdentity(t *testing.T, prefix string, b *recordedBackend) {
+	t.Helper()
+	var old struct {
+		Devices []struct {
+			Index int
+			UUID  string
+		}
+		Processes []struct{ GPU string }
+		Alerts    []struct{ GPU string }
+	}
+	var oldHist, oldAlerts struct {
+		GPU    string
+		Alerts []struct{ GPU string }
+	}
+	for suffix, v := range map[string]any{"-state.json": &old, "-history.json": &oldHist, "-alerts.json": &oldAlerts} {
+		data, err := os.ReadFile(prefix + suffix)
+		if err == nil {
+			err = json.Unmarshal(data, v)
+		}
+		if err != nil {
+			t.Fatalf("%s%s: %v", prefix, suffix, err)
+		}
+	}
+	s := &b.state
+	for i := range min(len(s.Devices), len(old.Devices)) {
+		s.Devices[i].Index, s.Devices[i].UUID = old.Devices[i].Index, old.Devices[i].UUID
+	}
+	for i := range min(len(s.Processes), len(old.Processes)) {
+		p := &s.Processes[i]
+		p.GPU = old.Processes[i].GPU
+		if l := p.Leak; l != nil {
+			switch l.Verdict {
+			case "no_leak":
+				l.Verdict = detect.VerdictNoLeak
+			case "unknown":
+				l.Verdict = detect.VerdictInsufficient
+			}
+		}
+	}
+	for i := range min(len(s.Alerts), len(old.Alerts)) {
+		s.Alerts[i].GPU = old.Alerts[i].GPU
+	}
+	for i := range min(len(b.alerts.Alerts), len(oldAlerts.Alerts)) {
+		b.alerts.Alerts[i].GPU = oldAlerts.Alerts[i].GPU
+	}
+	b.history.GPU = oldHist.GPU
 }
 
 func (b *recordedBackend) State() (api.State, bool) { return b.state, true }
@@ -159,4 +214,31 @@ func TestRecordedScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d bytes)", out, len(png))
+}
+
+// TestLoadRecordedOldNames reads the capture of 2026-11-30 (vram.serve/v1,
+// before the identity keys were gpu_index and gpu_uuid) and checks that
+// every GPU is named after the upgrade.
+func TestLoadRecordedOldNames(t *testing.T) {
+	b := loadRecorded(t, "../../docs/gpu-runs/2026-11-30/serve/snapshots/t90", time.Now())
+	if len(b.state.Devices) == 0 || len(b.state.Processes) == 0 || len(b.state.Alerts) == 0 {
+		t.Fatalf("capture has %d devices, %d processes, %d alerts", len(b.state.Devices), len(b.state.Processes), len(b.state.Alerts))
+	}
+	uuid := b.state.Devices[0].UUID
+	if uuid == "" || b.history.GPU != uuid || len(b.history.Points) == 0 {
+		t.Errorf("device uuid %q, history of %q with %d points", uuid, b.history.GPU, len(b.history.Points))
+	}
+	for _, p := range b.state.Processes {
+		if p.GPU != uuid {
+			t.Errorf("process %d on %q, want %q", p.PID, p.GPU, uuid)
+		}
+		if l := p.Leak; l != nil && l.Verdict != detect.VerdictLeak && l.Verdict != detect.VerdictNoLeak && l.Verdict != detect.VerdictInsufficient {
+			t.Errorf("process %d: verdict %q", p.PID, l.Verdict)
+		}
+	}
+	for _, a := range append(b.state.Alerts, b.alerts.Alerts...) {
+		if a.GPU != uuid {
+			t.Errorf("alert %s on %q, want %q", a.Rule, a.GPU, uuid)
+		}
+	}
 }

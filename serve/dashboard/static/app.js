@@ -78,10 +78,10 @@
     return Math.round(s / 3600) + ' h ago';
   }
   // growth is the leak detector's slope in MiB/min, or null while it has
-  // no verdict (no leak field, or "unknown": still warming up).
+  // no verdict (no leak field, or "insufficient": still warming up or not yet confirmed).
   function growth(p) {
     var l = p.leak;
-    if (!l || typeof l !== 'object' || l.verdict === 'unknown') return null;
+    if (!l || typeof l !== 'object' || l.verdict === 'insufficient') return null;
     var slope = num(l.slope_bytes_per_second, null);
     return slope === null ? null : slope * 60 / MiB;
   }
@@ -151,7 +151,7 @@
     signal: null          // {proc, sig} while the dialog is open
   };
 
-  function procKey(p) { return str(p.gpu) + '|' + num(p.pid, 0) + '|' + str(p.start_time); }
+  function procKey(p) { return str(p.gpu_uuid) + '|' + num(p.pid, 0) + '|' + str(p.start_time); }
 
   // ---- API -------------------------------------------------------------------
 
@@ -304,7 +304,7 @@
     var t = S.sampleMs === null ? Date.now() : S.sampleMs;
     arr(s.devices).forEach(function (d) {
       d = obj(d);
-      var id = str(d.uuid);
+      var id = str(d.gpu_uuid);
       if (!id) return;
       var buf = S.live.get(id);
       if (!buf) {
@@ -369,12 +369,12 @@
     var box = $('#gpus'), nodes = [], seen = new Set();
     var counts = new Map();
     arr(s.processes).forEach(function (p) {
-      var g = str(obj(p).gpu);
+      var g = str(obj(p).gpu_uuid);
       counts.set(g, (counts.get(g) || 0) + 1);
     });
     arr(s.devices).forEach(function (d, i) {
       d = obj(d);
-      var id = str(d.uuid) || ('gpu-' + num(d.index, i));
+      var id = str(d.gpu_uuid) || ('gpu-' + num(d.gpu_index, i));
       if (seen.has(id)) return;
       seen.add(id);
       var c = S.cards.get(id);
@@ -393,7 +393,7 @@
     var reservedKnown = d.reserved_known === true;
     var reserved = reservedKnown ? num(d.reserved_bytes, 0) : 0;
     var unattr = Math.min(num(d.unattributed_bytes, 0), used);
-    setText(c.index, 'GPU ' + num(d.index, '?'));
+    setText(c.index, 'GPU ' + num(d.gpu_index, '?'));
     setText(c.name, str(d.name));
     var healthy = d.healthy !== false;
     setText(c.health, healthy ? 'healthy' : 'unhealthy');
@@ -508,7 +508,7 @@
     r.pidLink = el('button', { type: 'button', class: 'link pid-link', title: 'Show this process in the history chart' });
     r.pidLink.addEventListener('click', function () {
       var q = S.procs.get(r.key);
-      if (q) showHistory(str(q.gpu), procChoice(q));
+      if (q) showHistory(str(q.gpu_uuid), procChoice(q));
     });
     r.cells.pid.append(r.pidLink);
     r.spark = svg('svg', { width: 96, height: 22, class: 'spark', 'data-points': 0 });
@@ -526,7 +526,7 @@
   function updateRow(r, p, mutations) {
     var c = r.cells;
     setText(c.gpu, num(p.gpu_index, null) === null ? '?' : String(p.gpu_index));
-    setTitle(c.gpu, str(p.gpu));
+    setTitle(c.gpu, str(p.gpu_uuid));
     setText(r.pidLink, String(num(p.pid, 0)));
     setText(c.user, str(p.user) || '?');
     var cmd = str(p.command);
@@ -646,7 +646,7 @@
 
   // ---- alerts and actions --------------------------------------------------------
 
-  function alertId(a) { return [str(a.rule), str(a.gpu), num(a.pid, 0)].join('|'); }
+  function alertId(a) { return [str(a.rule), str(a.gpu_uuid), num(a.pid, 0)].join('|'); }
 
   function renderAlerts() {
     var firing = new Map();
@@ -662,7 +662,7 @@
     });
     list.forEach(function (a) {
       var sev = str(a.severity) || 'warning';
-      var where = [str(a.gpu) && gpuLabel(str(a.gpu)), num(a.pid, 0) && 'PID ' + a.pid].filter(Boolean).join(' · ');
+      var where = [str(a.gpu_uuid) && gpuLabel(str(a.gpu_uuid)), num(a.pid, 0) && 'PID ' + a.pid].filter(Boolean).join(' · ');
       var t = ms(a.time);
       ul.append(el('li', { class: 'alert ' + sev },
         el('span', { class: 'badge sev ' + sev, text: sev }),
@@ -676,8 +676,8 @@
   }
 
   function gpuLabel(uuid) {
-    var d = arr(S.state && S.state.devices).map(obj).find(function (x) { return str(x.uuid) === uuid; });
-    return d ? 'GPU ' + num(d.index, '?') : uuid;
+    var d = arr(S.state && S.state.devices).map(obj).find(function (x) { return str(x.gpu_uuid) === uuid; });
+    return d ? 'GPU ' + num(d.gpu_index, '?') : uuid;
   }
 
   function actionId(a) { return [str(a.time), num(a.pid, 0), str(a.action), str(a.rule)].join('|'); }
@@ -786,25 +786,25 @@
 
   function renderHistoryChoices(s) {
     var sel = $('#hist-gpu');
-    var devs = arr(s.devices).map(obj).filter(function (d) { return str(d.uuid); });
-    var want = devs.map(function (d) { return str(d.uuid) + '=GPU ' + num(d.index, '?') + ' · ' + str(d.name); }).join('\n');
+    var devs = arr(s.devices).map(obj).filter(function (d) { return str(d.gpu_uuid); });
+    var want = devs.map(function (d) { return str(d.gpu_uuid) + '=GPU ' + num(d.gpu_index, '?') + ' · ' + str(d.name); }).join('\n');
     if (sel.dataset.opts !== want) {
       sel.dataset.opts = want;
       clear(sel);
       devs.forEach(function (d) {
-        sel.append(el('option', { value: str(d.uuid), text: 'GPU ' + num(d.index, '?') + ' · ' + str(d.name) }));
+        sel.append(el('option', { value: str(d.gpu_uuid), text: 'GPU ' + num(d.gpu_index, '?') + ' · ' + str(d.name) }));
       });
-      if (S.hist.gpu && devs.some(function (d) { return str(d.uuid) === S.hist.gpu; })) sel.value = S.hist.gpu;
+      if (S.hist.gpu && devs.some(function (d) { return str(d.gpu_uuid) === S.hist.gpu; })) sel.value = S.hist.gpu;
     }
     var first = !S.hist.gpu && devs.length;
-    if (first) S.hist.gpu = str(devs[0].uuid);
+    if (first) S.hist.gpu = str(devs[0].gpu_uuid);
     renderProcChoices();
     if (first) loadHistory();
   }
 
   function renderProcChoices() {
     var sel = $('#hist-proc');
-    var procs = arr(S.state && S.state.processes).map(obj).filter(function (p) { return str(p.gpu) === S.hist.gpu; });
+    var procs = arr(S.state && S.state.processes).map(obj).filter(function (p) { return str(p.gpu_uuid) === S.hist.gpu; });
     var opts = [['', 'whole GPU']];
     procs.forEach(function (p) {
       var cmd = str(p.command);
