@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/vramhq/vram/internal/units"
 )
 
 // Errors returned by the allocator; test for them with errors.Is.
@@ -129,15 +131,5 @@ func (a *Allocator) oomErrorLocked(req, size, want uint64, s Stream, cause error
 }
 
 // formatBytes prints n like PyTorch's format_size: bytes up to 1 KiB, then
-// KiB, MiB or GiB with two decimals.
-func formatBytes(n uint64) string {
-	switch {
-	case n <= 1024:
-		return fmt.Sprintf("%d bytes", n)
-	case n <= 1<<20:
-		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
-	case n <= 1<<30:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-}
+// KiB, MiB or GiB with two decimals (units.Torch).
+var formatBytes = units.Torch.Format
