@@ -66,10 +66,30 @@ PY
 		echo "build.sh: CUDA runtime from $cudalib" >&2
 	fi
 	mkdir -p "$build"
-	"$cxx" -std=c++17 -O2 -Wall -D_GLIBCXX_USE_CXX11_ABI="$abi" "${flags[@]}" -I"$cuda/include" \
-		"$here/replay.cpp" -o "$build/replay" \
-		-L"$lib" -lc10_cuda -lc10 "${rt[@]}" -Wl,-rpath,"$lib"
-	echo "built $build/replay" >&2
+	# CUPTI, for exact driver-call counts (cupti_count.h), when the toolkit
+	# has it; a build that fails with it is made again without.
+	local cupti=()
+	for d in "$cuda/extras/CUPTI" "$cuda"; do
+		if [[ -f $d/include/cupti.h ]]; then
+			local cl=$d/lib64
+			[[ -d $cl ]] || cl=$d/lib
+			cupti=(-DVRAM_CUPTI "-I$d/include" "-L$cl" -lcupti "-Wl,-rpath,$cl")
+			break
+		fi
+	done
+	build_with() {
+		"$cxx" -std=c++17 -O2 -Wall -D_GLIBCXX_USE_CXX11_ABI="$abi" "${flags[@]}" -I"$cuda/include" \
+			"$here/replay.cpp" -o "$build/replay" "$@" \
+			-L"$lib" -lc10_cuda -lc10 "${rt[@]}" -Wl,-rpath,"$lib"
+	}
+	if [[ ${#cupti[@]} -gt 0 ]] && build_with "${cupti[@]}"; then
+		echo "built $build/replay with CUPTI driver-call counts" >&2
+	else
+		[[ ${#cupti[@]} -gt 0 ]] && echo "build.sh: the build with CUPTI failed; building without (no exact driver-call counts)" >&2
+		[[ ${#cupti[@]} -eq 0 ]] && echo "build.sh: no cupti.h under $cuda: no exact driver-call counts" >&2
+		build_with
+		echo "built $build/replay" >&2
+	fi
 }
 
 case "${1:-build}" in

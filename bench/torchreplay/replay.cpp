@@ -3,7 +3,7 @@
 // every operation on the host and print one JSON object shaped like
 // `vram replay --json`, so that both run side by side on the same trace.
 //
-// Usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--device N]
+// Usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--driver-calls] [--device N]
 //
 // The trace must be plain CSV (build.sh's run step gunzips it first):
 //   Thread,Time,Action,Pointer,Size,Stream
@@ -25,7 +25,12 @@
 // from which "driver_calls_estimate" counts 2 calls per page mapped or
 // unmapped plus num_device_alloc (one cuMemSetAccess per growth, if this
 // version counts growths there: the raw figures are printed too).
-// Address reservations (cuMemAddressReserve) are not counted.
+// Address reservations (cuMemAddressReserve) are not in the estimate.
+// With --driver-calls, and built with CUPTI (build.sh, when it finds
+// cupti.h), "driver_calls" holds the exact counts by kind of the driver
+// calls made during the replay loop (cupti_count.h); "driver_calls_error"
+// says why when they are null. CUPTI's callbacks cost time on every driver
+// call, so take the timings from a run without --driver-calls.
 // cudamalloc mode calls cudaMalloc / cudaFree per record; its reserved peak
 // is the device's used memory (cudaMemGetInfo) at the live peak minus the
 // used memory at the start, read outside the timed region.
@@ -43,6 +48,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
+
+#include "cupti_count.h"
 
 #include <algorithm>
 #include <chrono>
@@ -163,7 +170,7 @@ std::string jsonString(const char* s) {
 
 int main(int argc, char** argv) {
   std::string path, mode = "caching";
-  bool verify = false;
+  bool verify = false, countCalls = false;
   int device = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -171,15 +178,17 @@ int main(int argc, char** argv) {
       mode = argv[++i];
     } else if (a == "--verify") {
       verify = true;
+    } else if (a == "--driver-calls") {
+      countCalls = true;
     } else if (a == "--device" && i + 1 < argc) {
       device = std::atoi(argv[++i]);
     } else if (!a.empty() && a[0] != '-' && path.empty()) {
       path = a;
     } else {
-      die("usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--device N]");
+      die("usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--driver-calls] [--device N]");
     }
   }
-  if (path.empty()) die("usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--device N]");
+  if (path.empty()) die("usage: replay TRACE.csv [--mode caching|cudamalloc] [--verify] [--driver-calls] [--device N]");
   if (mode != "caching" && mode != "cudamalloc") die("unknown --mode \"" + mode + "\" (caching or cudamalloc)");
   const bool caching = mode == "caching";
 
@@ -205,6 +214,7 @@ int main(int argc, char** argv) {
   int64_t allocs = 0, frees = 0, failures = 0, unknownFrees = 0, reused = 0, otherStreams = 0, verifyErrors = 0;
   int64_t oomRecord = -1, n = 0;
   std::string oomWhat;
+  const std::string cuptiError = countCalls ? cuptiCount::start() : "not asked for (--driver-calls)";
   auto start = Clock::now();
 
   for (const Record& r : trace) {
@@ -280,6 +290,7 @@ int main(int argc, char** argv) {
   }
   checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  cuptiCount::stop();
 
   for (auto& x : ns) x = std::max<int64_t>(0, x - overhead);
   std::vector<int64_t> sorted = ns;
@@ -338,7 +349,7 @@ int main(int argc, char** argv) {
       "\"verify_errors\":%lld,\"oom_record\":%lld,\"oom\":%s,\"peak_requested_bytes\":%lld,"
       "\"mapped_bytes_small\":%lld,\"mapped_bytes_large\":%lld,\"unmapped_bytes_small\":%lld,"
       "\"unmapped_bytes_large\":%lld,\"expandable\":%s,\"driver_calls_estimate\":%lld,"
-      "\"empty_cache\":%s,\"device_leaked_bytes\":%lld}\n",
+      "\"empty_cache\":%s,\"device_leaked_bytes\":%lld,\"driver_calls\":%s,\"driver_calls_error\":%s}\n",
       jsonString(path.c_str()).c_str(), jsonString(mode.c_str()).c_str(),
       jsonString(std::getenv("PYTORCH_CUDA_ALLOC_CONF")).c_str(), trace.size(), static_cast<long long>(allocs + frees),
       static_cast<long long>(allocs), static_cast<long long>(frees), static_cast<long long>(failures),
@@ -351,6 +362,7 @@ int main(int argc, char** argv) {
       jsonString(oomWhat.empty() ? nullptr : oomWhat.c_str()).c_str(), static_cast<long long>(peakRequested),
       static_cast<long long>(mapped[1]), static_cast<long long>(mapped[2]), static_cast<long long>(unmapped[1]),
       static_cast<long long>(unmapped[2]), expandable ? "true" : "false", static_cast<long long>(callsEstimate),
-      emptied ? "true" : "false", static_cast<long long>(deviceLeaked));
+      emptied ? "true" : "false", static_cast<long long>(deviceLeaked), cuptiCount::json().c_str(),
+      jsonString(cuptiError.empty() ? nullptr : cuptiError.c_str()).c_str());
   return verifyErrors > 0 || oomRecord >= 0 || deviceLeaked != 0 ? 1 : 0;
 }

@@ -1,0 +1,115 @@
+// cupti_count.h: exact driver-call counts for the replay harness, by kind,
+// through CUPTI's callback API (the driver API domain: every call into
+// libcuda, those PyTorch makes through cudaGetDriverEntryPoint included).
+// Compiled in only with -DVRAM_CUPTI (build.sh adds it when it finds
+// cupti.h); without it every count is -1 and "driver_calls" is null.
+//
+// Counted: calls that returned CUDA_SUCCESS, made while counting is on
+// (the replay loop only, not the set-up or the teardown), of cuMemCreate,
+// cuMemMap, cuMemUnmap, cuMemRelease, cuMemSetAccess, cuMemAddressReserve,
+// cuMemAddressFree, cuMemAlloc and cuMemFree (every version of each), plus
+// the runtime's cudaMalloc and cudaFree from the runtime domain, so that it
+// shows whether the runtime's own calls reach the driver domain too.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace cuptiCount {
+
+enum Kind { kCreate, kMap, kUnmap, kRelease, kSetAccess, kReserve, kAddressFree, kMalloc, kFree, kRtMalloc, kRtFree, kKinds };
+constexpr const char* kNames[kKinds] = {"create", "map", "unmap", "release", "set_access", "reserve",
+                                        "address_free", "malloc", "free", "runtime_cudaMalloc", "runtime_cudaFree"};
+
+#ifdef VRAM_CUPTI
+}  // namespace cuptiCount
+#include <cupti.h>
+namespace cuptiCount {
+
+inline int64_t counts[kKinds];
+inline volatile bool on = false;
+inline bool ready = false;
+
+inline int kindOfDriver(CUpti_CallbackId id) {
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: return kCreate;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: return kMap;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: return kUnmap;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: return kRelease;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess: return kSetAccess;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: return kReserve;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: return kAddressFree;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: return kMalloc;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2: return kFree;
+    default: return -1;
+  }
+}
+
+inline int kindOfRuntime(CUpti_CallbackId id) {
+  switch (id) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: return kRtMalloc;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020: return kRtFree;
+    default: return -1;
+  }
+}
+
+inline void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  if (!on) return;
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_EXIT) return;
+  int k = -1;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    k = kindOfDriver(id);
+    if (k >= 0 && info->functionReturnValue != nullptr && *static_cast<const CUresult*>(info->functionReturnValue) != CUDA_SUCCESS) return;
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    k = kindOfRuntime(id);
+    if (k >= 0 && info->functionReturnValue != nullptr &&
+        *static_cast<const cudaError_t*>(info->functionReturnValue) != cudaSuccess)
+      return;
+  }
+  if (k >= 0) __atomic_add_fetch(&counts[k], 1, __ATOMIC_RELAXED);
+}
+
+// start subscribes (once) and turns counting on; it returns an error text,
+// empty when counting works.
+inline std::string start() {
+  if (!ready) {
+    CUpti_SubscriberHandle sub;
+    if (cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(callback), nullptr) != CUPTI_SUCCESS)
+      return "cuptiSubscribe failed (another CUPTI client, or no permission)";
+    if (cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
+        cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS)
+      return "cuptiEnableDomain failed";
+    ready = true;
+  }
+  on = true;
+  return "";
+}
+
+inline void stop() { on = false; }
+
+// json returns {"create":N,...,"total":N} (the driver domain's total), or
+// null when counting was not on.
+inline std::string json() {
+  if (!ready) return "null";
+  std::string out = "{";
+  int64_t total = 0;
+  for (int k = 0; k < kKinds; ++k) {
+    out += std::string(k ? "," : "") + "\"" + kNames[k] + "\":" + std::to_string(counts[k]);
+    if (k < kRtMalloc) total += counts[k];
+  }
+  return out + ",\"total\":" + std::to_string(total) + "}";
+}
+
+#else
+
+inline std::string start() { return "built without CUPTI"; }
+inline void stop() {}
+inline std::string json() { return "null"; }
+
+#endif
+
+}  // namespace cuptiCount
