@@ -98,9 +98,14 @@
 // compared before its free (CopyDtoH): memory handed out twice, or
 // unmapped under a live block, shows as a mismatch. Only the ends are checked, so that a simulated
 // device does not hold every byte of a trace in host memory. Every pass
-// also reads the device's free memory (MemInfo) before the allocator is
-// created and after the teardown; the difference is reported as
-// DeviceLeakedBytes and is 0 when everything went back. Measure verifies in
+// also reads how much device memory is held before the allocator is
+// created and after the teardown: this process's own figure when
+// Options.ProcessMemory gives it (vram replay --device cuda reads the
+// driver's per-process memory through NVML), else the device's free
+// memory (MemInfo), which other processes move too. The difference is
+// DeviceDeltaBytes; DeviceLeakedBytes is the same when positive, 0 when
+// everything went back, and never negative: memory another process freed
+// during the pass is no leak of this one. Measure verifies in
 // the timed pass when there is one, so the wall time includes the
 // verification, as the harness's total does with its --verify.
 //

@@ -29,6 +29,12 @@ type Options struct {
 	// allocation placed over live memory, or memory unmapped under a live
 	// block, shows as a mismatch (Result.VerifyMismatches).
 	Verify bool
+	// ProcessMemory, if set, returns the device memory this process holds
+	// (the driver's per-process figure, nvmlDeviceGetComputeRunningProcesses).
+	// The device check then compares it before the allocator is created
+	// and after the teardown, which other processes cannot move; unset, it
+	// compares the device's free memory (Result.DeviceCheck says which).
+	ProcessMemory func() (uint64, error)
 }
 
 // verifyProbe is how many bytes Verify writes and checks at each end of
@@ -75,11 +81,17 @@ type Result struct {
 	// had changed.
 	Verified                              bool
 	VerifiedAllocations, VerifyMismatches int64
-	// DeviceLeakedBytes is the device's free memory before the allocator
-	// was created minus its free memory after the teardown (every
-	// allocation freed, the allocator closed): 0 when everything went
-	// back. On a shared GPU other processes move it too.
+	// DeviceDeltaBytes is how much more device memory the pass left held
+	// after the teardown (every allocation freed, the allocator closed)
+	// than before the allocator was created: this process's own figure
+	// when Options.ProcessMemory is set (DeviceCheck "process"), else the
+	// device's free memory before minus after (DeviceCheck "device"), which
+	// other processes on a shared GPU move too. DeviceLeakedBytes is the
+	// same when positive and 0 otherwise: memory that came back beyond
+	// what the pass took (another process freed some) is never a leak.
+	DeviceDeltaBytes  int64
 	DeviceLeakedBytes int64
+	DeviceCheck       string
 }
 
 // ReservedOverLive is the memory ratio, peak reserved over peak live
@@ -194,9 +206,23 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 			dev, cc, fromDevice = wrapped, wrapped, true
 		}
 	}
-	free0, _, err := dev.MemInfo()
+	held := func() (int64, error) {
+		if opt.ProcessMemory != nil {
+			n, err := opt.ProcessMemory()
+			if err != nil {
+				return 0, fmt.Errorf("replay: reading this process's device memory: %w", err)
+			}
+			return int64(n), nil
+		}
+		free, _, err := dev.MemInfo()
+		if err != nil {
+			return 0, fmt.Errorf("replay: reading the device's free memory: %w", err)
+		}
+		return -int64(free), nil // less free is more held
+	}
+	held0, err := held()
 	if err != nil {
-		return nil, fmt.Errorf("replay: reading the device's free memory: %w", err)
+		return nil, err
 	}
 	a, err := alloc.New(dev, cfg)
 	if err != nil {
@@ -342,11 +368,16 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 	if runErr != nil {
 		return nil, runErr
 	}
-	free1, _, err := dev.MemInfo()
+	held1, err := held()
 	if err != nil {
-		return nil, fmt.Errorf("replay: reading the device's free memory after the teardown: %w", err)
+		return nil, fmt.Errorf("%w (after the teardown)", err)
 	}
-	res.DeviceLeakedBytes = int64(free0) - int64(free1)
+	res.DeviceDeltaBytes = held1 - held0
+	res.DeviceLeakedBytes = max(res.DeviceDeltaBytes, 0)
+	res.DeviceCheck = "device"
+	if opt.ProcessMemory != nil {
+		res.DeviceCheck = "process"
+	}
 	return res, nil
 }
 

@@ -139,7 +139,7 @@ func TestReplayFileFixture(t *testing.T) {
 			// serves the 4 MiB request.
 			want := Result{Records: 7, Ops: 5, Allocs: 3, Frees: 2, SkippedFailures: 1, UnknownFrees: 1,
 				PeakLiveBytes: 6 * mib, PeakReservedBytes: 22 * mib, LeakedBytes: 2 * mib, LeakedAllocs: 1,
-				DeviceCalls: DeviceCalls{Malloc: 2, FromDevice: true}}
+				DeviceCalls: DeviceCalls{Malloc: 2, FromDevice: true}, DeviceCheck: "device"}
 			got.Stats, got.WallSeconds = alloc.Stats{}, 0
 			if *got != want {
 				t.Errorf("got  %+v\nwant %+v", *got, want)
@@ -428,5 +428,55 @@ func TestReplayVerifyTinyAllocations(t *testing.T) {
 	}
 	if res.VerifiedAllocations != 40 || res.VerifyMismatches != 0 {
 		t.Errorf("%d checked, %d mismatches; want 40 and 0", res.VerifiedAllocations, res.VerifyMismatches)
+	}
+}
+
+// The device check: this process's own figure when Options.ProcessMemory
+// gives it, the device's free memory otherwise; memory that came back
+// beyond what the pass took is never a leak.
+func TestReplayDeviceCheck(t *testing.T) {
+	recs := []rmm.Record{
+		{Action: rmm.Allocate, Pointer: 0x10, Size: 4 << 20},
+		{Action: rmm.Free, Pointer: 0x10, Size: 4 << 20},
+	}
+	for _, tc := range []struct {
+		name       string
+		before     uint64
+		after      uint64
+		useProc    bool
+		wantCheck  string
+		wantDelta  int64
+		wantLeaked int64
+	}{
+		{"device, all back", 0, 0, false, "device", 0, 0},
+		{"process, all back", 600 << 20, 600 << 20, true, "process", 0, 0},
+		{"process, 2 MiB kept", 600 << 20, 602 << 20, true, "process", 2 << 20, 2 << 20},
+		{"process, less after", 600 << 20, 598 << 20, true, "process", -(2 << 20), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, err := SimDevice(1 << 30)()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opt Options
+			if tc.useProc {
+				calls := 0
+				opt.ProcessMemory = func() (uint64, error) {
+					calls++
+					if calls == 1 {
+						return tc.before, nil
+					}
+					return tc.after, nil
+				}
+			}
+			r, err := Replay(Records(recs), dev, alloc.Config{}, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.DeviceCheck != tc.wantCheck || r.DeviceDeltaBytes != tc.wantDelta || r.DeviceLeakedBytes != tc.wantLeaked {
+				t.Errorf("check %q delta %d leaked %d; want %q, %d, %d", r.DeviceCheck, r.DeviceDeltaBytes, r.DeviceLeakedBytes,
+					tc.wantCheck, tc.wantDelta, tc.wantLeaked)
+			}
+		})
 	}
 }

@@ -30,6 +30,8 @@ type MeasureOptions struct {
 	Stream bool
 	// Progress, if set, receives one line per step of long work.
 	Progress func(msg string)
+	// ProcessMemory is Options.ProcessMemory for every pass.
+	ProcessMemory func() (uint64, error)
 }
 
 // Report is what Measure found for one trace under one policy.
@@ -85,7 +87,7 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		ropt := Options{Time: timed, Verify: verify}
+		ropt := Options{Time: timed, Verify: verify, ProcessMemory: opt.ProcessMemory}
 		if opt.Progress != nil {
 			ropt.Progress = func(n int64) { say("%d records", n) }
 		}
@@ -118,7 +120,7 @@ func Measure(t *Trace, p Policy, opt MeasureOptions) (*Report, error) {
 			res.VerifiedAllocations, res.VerifyMismatches = timed.VerifiedAllocations, timed.VerifyMismatches
 		}
 		if res.DeviceLeakedBytes == 0 {
-			res.DeviceLeakedBytes = timed.DeviceLeakedBytes
+			res.DeviceLeakedBytes, res.DeviceDeltaBytes = timed.DeviceLeakedBytes, timed.DeviceDeltaBytes
 		}
 	}
 	rep := &Report{Trace: t.Name, Policy: p.Name, Result: res}

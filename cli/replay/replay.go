@@ -114,6 +114,7 @@ func run(stdout, stderr io.Writer, isTerminal func(any) bool, f *flags, capacity
 	var (
 		devFunc  replay.DeviceFunc
 		devLabel string
+		procMem  func() (uint64, error)
 	)
 	switch f.device {
 	case "sim":
@@ -133,6 +134,12 @@ func run(stdout, stderr io.Writer, isTerminal func(any) bool, f *flags, capacity
 		defer d.Close()
 		devFunc = func() (alloc.Device, error) { return d, nil }
 		devLabel = "GPU 0 through the CUDA driver"
+		if read, closeNVML, err := processMemory(); err == nil {
+			defer closeNVML()
+			procMem = read
+		} else {
+			fmt.Fprintf(stderr, "vram replay: NVML cannot give this process's own device memory (%v): the leak check compares the device's free memory, which other processes move too\n", err)
+		}
 	default:
 		return cmdutil.Usagef("--device: unknown device %q (want sim or cuda)", f.device)
 	}
@@ -157,7 +164,7 @@ func run(stdout, stderr io.Writer, isTerminal func(any) bool, f *flags, capacity
 		}
 	}
 
-	opt := replay.MeasureOptions{Device: devFunc, MinCapacity: !f.noMinCapacity, Time: true, Verify: f.verify, Stream: f.stream}
+	opt := replay.MeasureOptions{Device: devFunc, MinCapacity: !f.noMinCapacity, Time: true, Verify: f.verify, Stream: f.stream, ProcessMemory: procMem}
 	if f.progress || isTerminal(stderr) {
 		opt.Progress = func(msg string) { fmt.Fprintln(stderr, "vram replay:", msg) }
 	}
@@ -220,7 +227,9 @@ type Record struct {
 	NsPerOpP99          int64    `json:"ns_per_op_p99"`
 	TotalSeconds        float64  `json:"total_seconds"` // wall time of the timed pass
 	LeakedBytes         uint64   `json:"leaked_bytes"`
-	DeviceLeakedBytes   int64    `json:"device_leaked_bytes"`
+	DeviceLeakedBytes   int64    `json:"device_leaked_bytes"` // never negative
+	DeviceDeltaBytes    int64    `json:"device_delta_bytes"`  // signed: memory another process freed shows here
+	DeviceCheck         string   `json:"device_check"`        // "process" (own figure) or "device" (free memory)
 	Verify              bool     `json:"verify"`
 	VerifiedAllocations int64    `json:"verified_allocations"`
 	VerifyMismatches    int64    `json:"verify_mismatches"`
@@ -242,6 +251,8 @@ func jsonOf(r *replay.Report) Record {
 		TotalSeconds:        float64(int64(r.WallSeconds*1e6+0.5)) / 1e6,
 		LeakedBytes:         r.LeakedBytes,
 		DeviceLeakedBytes:   r.DeviceLeakedBytes,
+		DeviceDeltaBytes:    r.DeviceDeltaBytes,
+		DeviceCheck:         r.DeviceCheck,
 		Verify:              r.Verified,
 		VerifiedAllocations: r.VerifiedAllocations,
 		VerifyMismatches:    r.VerifyMismatches,
@@ -323,9 +334,13 @@ func notesOf(reports []*replay.Report) notes {
 			n.mismatches += int(r.VerifyMismatches)
 			n.lines = append(n.lines, fmt.Sprintf("%s: %d of %d allocations checked had lost their contents before their free", who, r.VerifyMismatches, r.VerifiedAllocations))
 		}
-		if r.DeviceLeakedBytes != 0 {
+		if r.DeviceLeakedBytes > 0 {
 			n.leaks++
-			n.lines = append(n.lines, fmt.Sprintf("%s: the device had %d bytes less free memory after the replay than before it", who, r.DeviceLeakedBytes))
+			if r.DeviceCheck == "process" {
+				n.lines = append(n.lines, fmt.Sprintf("%s: this process held %d bytes more device memory after the replay than before it", who, r.DeviceLeakedBytes))
+			} else {
+				n.lines = append(n.lines, fmt.Sprintf("%s: the device had %d bytes less free memory after the replay than before it (other processes on the GPU move this figure too)", who, r.DeviceLeakedBytes))
+			}
 		}
 		if r.MinCapacity != nil && !r.MinCapacity.Found {
 			n.lines = append(n.lines, fmt.Sprintf("%s: the trace did not complete under any cap up to twice its uncapped reserved peak (%s); no smallest capacity", who, units.FormatBytes(r.MinCapacity.Bytes)))

@@ -56,7 +56,7 @@ func TestTable(t *testing.T) {
 
 var jsonKeys = []string{"schema", "trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
 	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
-	"device_leaked_bytes", "verify", "verified_allocations", "verify_mismatches", "out_of_memory", "oom_record", "oom_request_bytes"}
+	"device_leaked_bytes", "device_delta_bytes", "device_check", "verify", "verified_allocations", "verify_mismatches", "out_of_memory", "oom_record", "oom_request_bytes"}
 
 func TestJSONLines(t *testing.T) {
 	code, out, errs := vram("--json", "--policy", "all", "testdata/small.csv", "synth:batchwalk:end=2")
