@@ -104,6 +104,7 @@
 // copy is done. FreeAsync(s) is Free made stream-ordered on s: on the
 // buffer's own stream Free already is; on another it adds s's use first.
 //
+// # Release
 //
 // EmptyCache waits for outstanding events and returns every segment that
 // holds no live or pending block to the device, except segments created by
