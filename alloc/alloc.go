@@ -129,6 +129,8 @@ type Allocator struct {
 	gcLimit       uint64      // garbage_collection_threshold × cap, 0 if off
 
 	sampleTick atomic.Uint64 // allocations seen by sampled call-site recording
+
+	async asyncState // asynchronous copies and their staging buffers (async.go); own mutex
 }
 
 // New returns an allocator over dev. It reads the device's total memory
@@ -792,6 +794,9 @@ func (a *Allocator) Close() error {
 	}
 	if n := a.live.len(); n > 0 {
 		return fmt.Errorf("alloc: close: %d allocations are still live", n)
+	}
+	if err := a.closeAsync(); err != nil {
+		return fmt.Errorf("alloc: close: %w", err)
 	}
 	if err := a.synchronizeEventsLocked(); err != nil {
 		return fmt.Errorf("alloc: close: %w", err)

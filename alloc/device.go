@@ -82,3 +82,16 @@ type HostMemory interface {
 // to it by releasing cached memory and retrying; any other error is returned
 // to the caller as is.
 var ErrDeviceOutOfMemory = errors.New("device out of memory")
+
+// AsyncCopier is implemented by backends that can queue host↔device copies
+// on a stream (cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2). The host side
+// must be page-locked memory (HostMemory.HostAlloc) and must not be touched
+// until an event recorded after the copy has completed. Buffer's
+// CopyFromHostAsync and CopyToHostAsync need it, and HostMemory for their
+// staging buffers.
+type AsyncCopier interface {
+	// CopyHtoDAsync queues a copy of src to dst on stream s.
+	CopyHtoDAsync(dst uint64, src []byte, s Stream) error
+	// CopyDtoHAsync queues a copy of len(dst) bytes from src into dst on s.
+	CopyDtoHAsync(dst []byte, src uint64, s Stream) error
+}

@@ -92,6 +92,18 @@
 //     is set, merge it with a free neighbour on either side, and insert the
 //     merged block into its pool.
 //
+// # Asynchronous copies (Buffer.CopyFromHostAsync, CopyToHostAsync, FreeAsync)
+//
+// Host memory is staged through a page-locked buffer from the allocator's
+// PinnedPool, in chunks so that the host-side copy and the DMA overlap, and
+// the copy is queued on a stream (AsyncCopier). An event recorded after the
+// copy decides when the staging buffer may go back to the pool; until then
+// it stays out, whatever the caller does. A copy to the host delivers its
+// bytes only in Transfer.Wait. A copy on a stream other than the buffer's
+// records that use (RecordStream), so the block is not reused before the
+// copy is done. FreeAsync(s) is Free made stream-ordered on s: on the
+// buffer's own stream Free already is; on another it adds s's use first.
+//
 // # Release
 //
 // EmptyCache waits for outstanding events and returns every segment that

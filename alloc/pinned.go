@@ -17,7 +17,9 @@ const minPinnedSize = 4 << 10
 // least 4 KiB) and each size class keeps a free list; Put returns a buffer to
 // its class and EmptyCache gives all cached buffers back to the backend.
 // It is simple on purpose: no splitting, no streams (callers must not Put a
-// buffer that an asynchronous copy still uses). Safe for concurrent use.
+// buffer that an asynchronous copy still uses; Buffer's asynchronous copies
+// put their staging buffers back only after the copy's event completed).
+// Safe for concurrent use.
 type PinnedPool struct {
 	h      HostMemory
 	mu     sync.Mutex

@@ -1,6 +1,6 @@
 // Package cudadev is the allocator's backend on a real GPU: it implements
-// alloc.Device, alloc.VirtualMemory and alloc.HostMemory with the CUDA
-// driver, through package cuda, on a device's primary context.
+// alloc.Device, alloc.VirtualMemory, alloc.HostMemory and alloc.AsyncCopier
+// with the CUDA driver, through package cuda, on a device's primary context.
 //
 // The primary context is the one the CUDA runtime uses, so memory from this
 // backend is ordinary device memory for PyTorch, CuPy or any runtime-API code
@@ -20,6 +20,8 @@
 //	                    cuMemSetAccess (read-write for this device), cuMemUnmap,
 //	                    cuMemRelease, cuMemAddressFree
 //	HostMemory          cuMemHostAlloc(CU_MEMHOSTALLOC_PORTABLE), cuMemFreeHost
+//	AsyncCopier         cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2 on the given
+//	                    stream (host memory from HostAlloc only)
 //
 // alloc.Stream and alloc.Event are the CUstream and CUevent handle values;
 // Stream 0 is the legacy default stream.
@@ -34,7 +36,8 @@
 //
 // # Ordering
 //
-// Memset and the copies run on the legacy default stream, which waits for
+// Memset and the synchronous copies run on the legacy default stream
+// (CopyHtoDAsync and CopyDtoHAsync on the stream they are given), which waits for
 // work on blocking streams (NewStream) and is waited for by them. Streams
 // from NewNonBlockingStream are not ordered with it: synchronise them (or
 // record an event and wait for it) before copying memory they use.
@@ -65,6 +68,7 @@ var (
 	_ alloc.Device        = (*Device)(nil)
 	_ alloc.VirtualMemory = (*Device)(nil)
 	_ alloc.HostMemory    = (*Device)(nil)
+	_ alloc.AsyncCopier   = (*Device)(nil)
 )
 
 // Open initialises the driver if needed and retains the primary context of
@@ -282,3 +286,15 @@ func (d *Device) HostAlloc(n uint64) ([]byte, error) {
 
 // HostFree frees memory from HostAlloc.
 func (d *Device) HostFree(b []byte) error { return d.wrap(d.ctx.MemFreeHost(b)) }
+
+// CopyHtoDAsync queues a copy of src to dst on stream s
+// (cuMemcpyHtoDAsync_v2); src must be memory from HostAlloc.
+func (d *Device) CopyHtoDAsync(dst uint64, src []byte, s alloc.Stream) error {
+	return d.wrap(d.ctx.MemcpyHtoDAsync(cuda.DevicePtr(dst), src, cuda.Stream(s)))
+}
+
+// CopyDtoHAsync queues a copy of len(dst) bytes from src into dst on stream
+// s (cuMemcpyDtoHAsync_v2); dst must be memory from HostAlloc.
+func (d *Device) CopyDtoHAsync(dst []byte, src uint64, s alloc.Stream) error {
+	return d.wrap(d.ctx.MemcpyDtoHAsync(dst, cuda.DevicePtr(src), cuda.Stream(s)))
+}

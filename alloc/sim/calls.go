@@ -10,7 +10,7 @@ import (
 type Kind int
 
 // The call kinds, one per method of alloc.Device, alloc.VirtualMemory and
-// alloc.HostMemory.
+// alloc.HostMemory and alloc.AsyncCopier.
 const (
 	KindMalloc Kind = iota
 	KindFree
@@ -33,6 +33,8 @@ const (
 	KindMemUnmap
 	KindHostAlloc
 	KindHostFree
+	KindCopyHtoDAsync
+	KindCopyDtoHAsync
 	numKinds
 )
 
@@ -43,6 +45,7 @@ var kindNames = [numKinds]string{
 	"Granularity", "AddressReserve", "AddressFree",
 	"MemCreate", "MemRelease", "MemMap", "MemSetAccess", "MemUnmap",
 	"HostAlloc", "HostFree",
+	"CopyHtoDAsync", "CopyDtoHAsync",
 }
 
 func (k Kind) String() string {
@@ -71,6 +74,7 @@ type Calls struct {
 	Granularity, AddressReserve, AddressFree              uint64
 	MemCreate, MemRelease, MemMap, MemSetAccess, MemUnmap uint64
 	HostAlloc, HostFree                                   uint64
+	CopyHtoDAsync, CopyDtoHAsync                          uint64
 }
 
 func callsFrom(c *[numKinds]uint64) Calls {
@@ -84,6 +88,7 @@ func callsFrom(c *[numKinds]uint64) Calls {
 		MemCreate: c[KindMemCreate], MemRelease: c[KindMemRelease], MemMap: c[KindMemMap],
 		MemSetAccess: c[KindMemSetAccess], MemUnmap: c[KindMemUnmap],
 		HostAlloc: c[KindHostAlloc], HostFree: c[KindHostFree],
+		CopyHtoDAsync: c[KindCopyHtoDAsync], CopyDtoHAsync: c[KindCopyDtoHAsync],
 	}
 }
 
@@ -94,7 +99,7 @@ func (c Calls) Total() uint64 {
 		c.Memset + c.CopyHtoD + c.CopyDtoH + c.CopyDtoD +
 		c.Granularity + c.AddressReserve + c.AddressFree +
 		c.MemCreate + c.MemRelease + c.MemMap + c.MemSetAccess + c.MemUnmap +
-		c.HostAlloc + c.HostFree
+		c.HostAlloc + c.HostFree + c.CopyHtoDAsync + c.CopyDtoHAsync
 }
 
 // Allocation counts the calls that obtain or give back device memory or

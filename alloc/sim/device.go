@@ -81,6 +81,8 @@ type Device struct {
 	events     map[alloc.Event]*event
 	lastEvent  alloc.Event
 	lastStream alloc.Stream
+	ops        []queuedOp // asynchronous copies waiting for their stream (async.go)
+	asyncErr   error      // first failure of a queued copy, sticky
 
 	host      map[*byte]uint64 // pinned host allocations by first byte
 	hostBytes uint64

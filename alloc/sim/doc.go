@@ -1,5 +1,5 @@
 // Package sim is a simulated CUDA device: it implements alloc.Device,
-// alloc.VirtualMemory and alloc.HostMemory in host memory, so that the
+// alloc.VirtualMemory, alloc.HostMemory and alloc.AsyncCopier in host memory, so that the
 // allocator can be tested without a GPU and recorded traces can be replayed
 // against devices of any size ("what if this job ran on a 40 GiB card?").
 //
@@ -45,7 +45,10 @@
 // events complete at once. With Config.HoldEvents (or HoldEvents(true)) a
 // recorded event stays pending until the test calls CompleteEvents or
 // CompleteStream, which is how the allocator's cross-stream (RecordStream)
-// paths are exercised.
+// paths are exercised. Asynchronous copies (CopyHtoDAsync, CopyDtoHAsync)
+// are queued on their stream and move their bytes only when the stream
+// completes, so a test can tell whether a staging buffer was reused while a
+// copy could still read or write it (async.go).
 //
 // Pinned host memory. HostAlloc returns ordinary Go slices and counts them.
 //

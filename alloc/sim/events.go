@@ -44,7 +44,7 @@ func (d *Device) EventRecord(ev alloc.Event, s alloc.Stream) (err error) {
 	if !ok {
 		return fmt.Errorf("sim: event record: no such event %d: %w", ev, ErrInvalidValue)
 	}
-	e.stream, e.pending = s, d.holdEvents
+	e.stream, e.pending = s, d.holdEvents || d.queuedOnLocked(s)
 	return nil
 }
 
@@ -59,6 +59,9 @@ func (d *Device) EventQuery(ev alloc.Event) (done bool, err error) {
 	e, ok := d.events[ev]
 	if !ok {
 		return false, fmt.Errorf("sim: event query: no such event %d: %w", ev, ErrInvalidValue)
+	}
+	if d.asyncErr != nil {
+		return false, d.asyncErr
 	}
 	return !e.pending, nil
 }
@@ -85,10 +88,12 @@ func (d *Device) HoldEvents(hold bool) {
 	d.mu.Unlock()
 }
 
-// CompleteEvents completes every pending event and returns how many there were.
+// CompleteEvents runs every queued asynchronous copy, completes every
+// pending event and returns how many events there were.
 func (d *Device) CompleteEvents() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.runOpsLocked(0, true)
 	n := 0
 	for _, e := range d.events {
 		if e.pending {
@@ -99,11 +104,13 @@ func (d *Device) CompleteEvents() int {
 	return n
 }
 
-// CompleteStream completes the pending events recorded on s and returns how
-// many there were, as if the work queued on s had finished.
+// CompleteStream runs the asynchronous copies queued on s, completes the
+// pending events recorded on s and returns how many events there were, as if
+// the work queued on s had finished.
 func (d *Device) CompleteStream(s alloc.Stream) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.runOpsLocked(s, false)
 	n := 0
 	for _, e := range d.events {
 		if e.pending && e.stream == s {

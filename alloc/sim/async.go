@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/vramhq/vram/alloc"
+)
+
+// Asynchronous copies (alloc.AsyncCopier). A copy queued on a stream runs
+// when the stream's work completes: at once while events are not held, or,
+// with HoldEvents, when CompleteStream or CompleteEvents completes the
+// stream. Until then the host buffer is not read (host to device) or not
+// written (device to host), exactly the window in which a real DMA engine
+// may still be using it. A test that reuses a staging buffer too early sees
+// the wrong bytes arrive.
+//
+// Like the driver, the host side must be pinned memory (from HostAlloc): a
+// Go heap slice is refused. A copy whose device range is no longer valid
+// when it runs (the memory was freed meanwhile) is an asynchronous error: it
+// is reported, and kept, by AsyncError and the next EventQuery, as the
+// driver's sticky errors are.
+
+// queuedOp is an asynchronous copy waiting for its stream to run.
+type queuedOp struct {
+	stream alloc.Stream
+	run    func() error // called with d.mu held
+}
+
+var _ alloc.AsyncCopier = (*Device)(nil)
+
+// CopyHtoDAsync implements alloc.AsyncCopier.
+func (d *Device) CopyHtoDAsync(dst uint64, src []byte, s alloc.Stream) (err error) {
+	c, err := d.enter(KindCopyHtoDAsync, uint64(len(src)), dst)
+	defer d.leave(c, &err)
+	if err != nil || len(src) == 0 {
+		return err
+	}
+	if err := d.checkPinnedLocked("copy host to device async", src); err != nil {
+		return err
+	}
+	if _, err := d.resolveLocked(dst, uint64(len(src))); err != nil {
+		return fmt.Errorf("copy host to device async: %w", err)
+	}
+	return d.queueLocked(s, func() error {
+		spans, err := d.resolveLocked(dst, uint64(len(src)))
+		if err != nil {
+			return fmt.Errorf("sim: asynchronous copy host to device on stream %d: %w", s, err)
+		}
+		writeSpans(spans, 0, src)
+		return nil
+	})
+}
+
+// CopyDtoHAsync implements alloc.AsyncCopier.
+func (d *Device) CopyDtoHAsync(dst []byte, src uint64, s alloc.Stream) (err error) {
+	c, err := d.enter(KindCopyDtoHAsync, uint64(len(dst)), src)
+	defer d.leave(c, &err)
+	if err != nil || len(dst) == 0 {
+		return err
+	}
+	if err := d.checkPinnedLocked("copy device to host async", dst); err != nil {
+		return err
+	}
+	if _, err := d.resolveLocked(src, uint64(len(dst))); err != nil {
+		return fmt.Errorf("copy device to host async: %w", err)
+	}
+	return d.queueLocked(s, func() error {
+		spans, err := d.resolveLocked(src, uint64(len(dst)))
+		if err != nil {
+			return fmt.Errorf("sim: asynchronous copy device to host on stream %d: %w", s, err)
+		}
+		readSpans(spans, 0, dst)
+		return nil
+	})
+}
+
+// queueLocked runs op now when nothing holds its stream back, or queues it.
+func (d *Device) queueLocked(s alloc.Stream, op func() error) error {
+	if !d.holdEvents && !d.queuedOnLocked(s) {
+		return op()
+	}
+	d.ops = append(d.ops, queuedOp{stream: s, run: op})
+	return nil
+}
+
+func (d *Device) queuedOnLocked(s alloc.Stream) bool {
+	for _, op := range d.ops {
+		if op.stream == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runOpsLocked runs, in order, the queued copies of stream s (all streams
+// when all is set).
+func (d *Device) runOpsLocked(s alloc.Stream, all bool) {
+	kept := d.ops[:0]
+	for _, op := range d.ops {
+		if !all && op.stream != s {
+			kept = append(kept, op)
+			continue
+		}
+		if err := op.run(); err != nil && d.asyncErr == nil {
+			d.asyncErr = err
+		}
+	}
+	clear(d.ops[len(kept):])
+	d.ops = kept
+}
+
+// checkPinnedLocked refuses host memory that HostAlloc did not hand out.
+func (d *Device) checkPinnedLocked(op string, b []byte) error {
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	hi := lo + uintptr(len(b))
+	for p, n := range d.host {
+		base := uintptr(unsafe.Pointer(p))
+		if lo >= base && hi <= base+uintptr(n) {
+			return nil
+		}
+	}
+	return fmt.Errorf("sim: %s of %d bytes: host memory is not from HostAlloc (pageable memory cannot be copied asynchronously): %w",
+		op, len(b), ErrInvalidValue)
+}
+
+// QueuedCopies returns the number of asynchronous copies waiting for their
+// stream.
+func (d *Device) QueuedCopies() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.ops)
+}
+
+// AsyncError returns the first error of an asynchronous copy that ran (the
+// device range was invalid by then), or nil.
+func (d *Device) AsyncError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asyncErr
+}
