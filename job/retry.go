@@ -108,9 +108,11 @@ func attemptOutcome(r *Result) string {
 // each failure's need, the memory the process held plus the allocation
 // that failed. With two or more needs at different batches, a line
 // need ≈ a + b·batch fitted on them gives the batch that fits the
-// capacity; with one, the need is scaled to the capacity (need ∝ batch);
-// Margin is taken off either. Without a capacity or a need, the batch is
-// halved. The next batch is always below the last one.
+// capacity, when it rises from a base below the capacity; otherwise the
+// smallest batch's need is scaled to the capacity (need ∝ batch), but
+// after a scaled batch failed too, to no more than half the last batch.
+// Margin is taken off. Without a capacity or a need, the batch is halved.
+// The next batch is always below the last one.
 func Retry(ctx context.Context, spec RetrySpec) (*Result, error) {
 	switch {
 	case len(spec.Args) == 0:
@@ -257,8 +259,9 @@ func nextBatch(last int, capacity float64, pts []needPoint, margin float64) (int
 	for _, pt := range pts {
 		s.xs, s.ys = append(s.xs, float64(pt.batch)), append(s.ys, pt.need)
 	}
+	line := false
 	if l, ok := s.line(); ok && l.B > 0 && l.A >= 0 && l.A < capacity {
-		p, why = (capacity-l.A)/l.B, "line"
+		p, why, line = (capacity-l.A)/l.B, "line", true
 	} else {
 		// The smallest batch's need: with memory a + b·batch and a > 0,
 		// the need per element is largest there, the safest scale.
@@ -274,6 +277,12 @@ func nextBatch(last int, capacity float64, pts []needPoint, margin float64) (int
 	if n >= last || math.IsNaN(p) {
 		// The figures say the failed batch fits: they are wrong about
 		// this job, so fall back to halving.
+		return half, "halve"
+	}
+	if !line && len(pts) > 1 && n > half {
+		// A scaled need already proved too small (a process that fails
+		// holds about the capacity, so its need is little more than the
+		// capacity): do not trust it for less than halving.
 		return half, "halve"
 	}
 	return max(1, n), why

@@ -14,7 +14,11 @@ func TestNextBatch(t *testing.T) {
 		{"no capacity", 100, 0, []needPoint{{100, 20 * gib}}, 50, "halve"},
 		{"no need", 100, 10 * gib, nil, 50, "halve"},
 		{"scaled", 100, 10 * gib, []needPoint{{100, 20 * gib}}, 45, "capacity"},
-		{"scaled from the smallest batch", 50, 10 * gib, []needPoint{{100, 11 * gib}, {50, 11 * gib}}, 40, "capacity"},
+		{"scaled from the smallest batch", 50, 10 * gib, []needPoint{{100, 20 * gib}, {50, 20 * gib}}, 22, "capacity"},
+		// A process that fails holds the capacity: its need is hardly
+		// more, the line through two needs starts at the capacity, and
+		// the second scaling is no better than the first.
+		{"after a scaled batch failed, at most half", 90, 10 * gib, []needPoint{{100, 11 * gib}, {90, 10.9 * gib}}, 45, "halve"},
 		// need = 2 GiB + 0.1 GiB·batch: (10−2)/0.1 = 80, less 10 %.
 		{"line", 100, 10 * gib, []needPoint{{200, 22 * gib}, {100, 12 * gib}}, 72, "line"},
 		{"figures that say the failure fits", 100, 10 * gib, []needPoint{{100, 5 * gib}}, 50, "halve"},

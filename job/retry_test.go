@@ -52,7 +52,7 @@ func TestRetry(t *testing.T) {
 		{"a message without sizes: halve", gib, 4 * mib, []string{"VRAM_FAKEJOB_BARE=1"}, true, "", 4096, 3, false, []want{
 			{4096, "first", "oom"}, {2048, "halve", "ok"}}, 0},
 		{"out of memory every time until the retries run out", 12 * gib, 4 * mib, nil, false, "", 64, 2, false, []want{
-			{64, "first", "oom"}, {0, "capacity", "oom"}, {0, "capacity", "oom"}}, 1},
+			{64, "first", "oom"}, {0, "capacity", "oom"}, {0, "halve", "oom"}}, 1},
 		{"no retry asked", gib, 4 * mib, nil, false, "", 4096, 0, false, []want{{4096, "first", "oom"}}, 1},
 		{"another failure is not retried", gib, 4 * mib, []string{"VRAM_FAKEJOB_FAIL_ABOVE=10"}, false, "", 64, 3, false, []want{{64, "first", "failed"}}, 1},
 		{"a signal stops the retries", gib, 4 * mib, nil, false, "", 4096, 3, true, []want{{4096, "first", "oom"}}, 1},

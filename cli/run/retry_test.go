@@ -64,7 +64,7 @@ func TestRunRetryOOM(t *testing.T) {
 		{"the batch in a variable", []string{"--retry-oom", "3", "--batch", "4096", "--batch-env", "VRAM_BATCH"}, []string{"batch"}, nil,
 			[]int{4096, capBatch}, []string{"oom", "ok"}, 0},
 		{"oom every time", []string{"--retry-oom", "2", "--batch", "64"}, []string{"batch", "{}"}, map[string]string{"VRAM_FAKEJOB_A": strconv.Itoa(12 * gib)},
-			[]int{64, 47, 34}, []string{"oom", "oom", "oom"}, 1},
+			[]int{64, 47, 23}, []string{"oom", "oom", "oom"}, 1},
 		{"another failure is not retried", []string{"--retry-oom", "3", "--batch", "64"}, []string{"batch", "{}"}, map[string]string{"VRAM_FAKEJOB_FAIL_ABOVE": "10"},
 			[]int{64}, []string{"failed"}, 1},
 		// --limit ends the job without a message: the need is unknown, the
