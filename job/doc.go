@@ -110,4 +110,11 @@
 // # Batch search (fit.go)
 //
 // See the documentation of Fit.
+//
+// # OOM recovery (retry.go)
+//
+// Retry runs the command with a batch size and starts it again with a
+// smaller one each time it dies of running out of memory, learning the
+// capacity with the same evidence as Fit. It only restarts the process:
+// the job resumes from its own checkpoint. See the documentation of Retry.
 package job

@@ -46,6 +46,9 @@ type Report struct {
 	TimedOut  bool             `json:"timed_out"`
 	Warnings  []string         `json:"warnings"`
 	Samples   []ReportSmp      `json:"samples"`
+	// Attempts is there only under vram run --retry-oom: every run of
+	// the job, the one this report describes last.
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // ReportPeak is where the peak was.
@@ -148,6 +151,7 @@ func (r *Result) Report() Report {
 		IntervalS: r.Interval.Seconds(), PeakBytes: r.Peak.Bytes, TimedOut: r.TimedOut,
 		Processes: nonNil(r.Procs), Others: nonNil(r.Others), Warnings: r.Warnings,
 		Devices: []ReportGPU{}, Samples: make([]ReportSmp, 0, len(r.Samples)),
+		Attempts: r.Attempts,
 	}
 	if rep.Warnings == nil {
 		rep.Warnings = []string{}
@@ -368,6 +372,17 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	for _, wn := range r.Warnings {
 		p("warning", "%s", wn)
+	}
+	for i, a := range r.Attempts {
+		peak := "-"
+		if r.Memory {
+			peak = units.FormatBytes(a.Peak)
+		}
+		status := fmt.Sprintf("exit status %d", a.ExitCode)
+		if a.Signal != "" {
+			status = fmt.Sprintf("killed by %s (status %d)", a.Signal, a.ExitCode)
+		}
+		p("attempt", "%d: batch %d (%s): %s, %s, peak %s, %.1f s", i+1, a.Batch, a.Why, a.Outcome, status, peak, a.Seconds)
 	}
 }
 

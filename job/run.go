@@ -205,6 +205,9 @@ type Result struct {
 	Warnings []string
 	// SampleErrors counts samples whose reading failed in part.
 	SampleErrors int
+	// Attempts lists every run of the job under Retry (vram run
+	// --retry-oom), this one last; nil otherwise.
+	Attempts []Attempt
 
 	treePIDs map[int]bool // every PID ever seen in the tree
 }

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,6 +115,9 @@ type session struct {
 	sigs    chan os.Signal
 	relay   chan os.Signal
 	procs   gpu.ProcSource // nil: /proc cannot be read
+	// signalled is set by any signal vram receives, forwarded or not: no
+	// new attempt of vram run --retry-oom starts after one.
+	signalled atomic.Bool
 }
 
 func open(f *cmdutil.Factory, c *common, stderr io.Writer, stdin io.Reader) *session {
@@ -140,6 +144,7 @@ func open(f *cmdutil.Factory, c *common, stderr io.Writer, stdin io.Reader) *ses
 	}
 	go func() {
 		for sig := range s.sigs {
+			s.signalled.Store(true)
 			// The terminal sends SIGINT and SIGQUIT to the whole
 			// foreground group, the job included: do not send them twice.
 			if (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && fd >= 0 && f.Foreground(fd) {
@@ -223,6 +228,9 @@ type runFlags struct {
 	csv, report string
 	limit       string
 	quiet       bool
+	retryOOM    int
+	batch       int
+	batchEnv    string
 }
 
 // outputs are the results the flags ask for; res is nil for the check
@@ -269,6 +277,19 @@ a warning at 90 %, SIGTERM to the job's processes at the limit, SIGKILL after
 not start it when one cannot be written. A file that still cannot be written
 at the end is written to the temporary directory instead, and vram says where.
 
+--retry-oom N starts the job again, up to N times, when it dies of running
+out of memory (an OOM message and a failed exit, or the end of --limit),
+each time with a smaller batch: --batch B is the first, put where {} stands in
+the command or in the variable --batch-env NAME. The next batch is what the
+capacity learned from the failure (the OOM message's "allowed" or "in use" and
+"free" figures, --limit, the job's memory and the GPU's free memory) and the
+memory the failures needed say fits, less 10 %; without figures the batch is
+halved. vram only restarts the command: the job resumes from its own
+checkpoint (VRAM_RUN_ATTEMPT tells it the attempt, 1 for the first). Every
+attempt is listed in the report and in the JSON's "attempts"; the rest of
+the report and the exit status are the last attempt's. A failure other than
+an OOM is not retried, and after a signal no attempt starts.
+
 --allocator vram puts vram's caching allocator under the job's PyTorch, with
 no change to the script (a sitecustomize module installs it right after the
 job imports torch; libvram.so from --libvram, $VRAM_LIBRARY or beside the vram
@@ -281,6 +302,8 @@ without --allocator. See docs/torch.md.`,
   vram run --allocator vram --alloc-conf page_mapped:true --limit 16GiB -- python train.py
   vram run --json-file run.json --report run.html -- torchrun --nproc-per-node 2 train.py
   vram run --limit 40GiB -- python serve.py
+  vram run --retry-oom 3 --batch 512 -- python train.py --batch {}
+  vram run --retry-oom 3 --batch 512 --batch-env BATCH_SIZE -- python train.py
   vram run --limit 50% --grace 30s -- ./job.sh`,
 		Args: cmdutil.NeedArgs("run: name the command to run (vram run -- CMD ARGS...)"),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRun(fac, cmd, f, args) },
@@ -291,11 +314,44 @@ without --allocator. See docs/torch.md.`,
 	fl.StringVar(&f.report, "report", "", "write a self-contained HTML report to `FILE`")
 	fl.StringVar(&f.limit, "limit", "", "cap the job's memory per GPU: a size (8GiB) or a percentage of the GPU (50%)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print the report on stderr")
+	fl.IntVar(&f.retryOOM, "retry-oom", 0, "start the job again up to `N` times when it runs out of memory, each time with a smaller batch (needs --batch)")
+	fl.IntVar(&f.batch, "batch", 0, "the batch size `B`, put where {} stands in the command (or in --batch-env); the first of --retry-oom's attempts")
+	fl.StringVar(&f.batchEnv, "batch-env", "", "pass the batch size in environment variable `NAME` (with --batch)")
 	return cmd
 }
 
+// checkBatch validates --retry-oom, --batch and --batch-env against the
+// command.
+func (f *runFlags) checkBatch(cmd *cobra.Command, args []string) error {
+	batchSet := cmd.Flags().Changed("batch")
+	switch {
+	case f.retryOOM < 0:
+		return cmdutil.Usagef("--retry-oom %d: must be at least 0 (the number of retries)", f.retryOOM)
+	case f.retryOOM > maxRetries:
+		return cmdutil.Usagef("--retry-oom %d: at most %d retries", f.retryOOM, maxRetries)
+	case f.retryOOM > 0 && !batchSet:
+		return cmdutil.Usagef("--retry-oom needs --batch B: the batch size of the first attempt (put %s where it goes in the command, or name a variable with --batch-env)", job.Placeholder)
+	case batchSet && f.batch < 1:
+		return cmdutil.Usagef("--batch %d: must be at least 1", f.batch)
+	case f.batchEnv != "" && !batchSet:
+		return cmdutil.Usagef("--batch-env %s needs --batch B", f.batchEnv)
+	case f.batchEnv != "" && (strings.ContainsAny(f.batchEnv, "= \t") || f.batchEnv[0] >= '0' && f.batchEnv[0] <= '9'):
+		return cmdutil.Usagef("--batch-env %q: not a variable name", f.batchEnv)
+	case batchSet && f.batchEnv == "" && !strings.Contains(strings.Join(args, " "), job.Placeholder):
+		return cmdutil.Usagef("--batch %d: put %s where the batch size goes in the command, or name a variable with --batch-env", f.batch, job.Placeholder)
+	}
+	return nil
+}
+
+// maxRetries bounds --retry-oom: the batch shrinks at every retry, so a
+// larger number would only mean more runs at batch 1.
+const maxRetries = 100
+
 func runRun(fac *cmdutil.Factory, cmd *cobra.Command, f *runFlags, args []string) error {
 	if err := f.check(); err != nil {
+		return err
+	}
+	if err := f.checkBatch(cmd, args); err != nil {
 		return err
 	}
 	var limit job.Limit
@@ -322,7 +378,22 @@ func runRun(fac *cmdutil.Factory, cmd *cobra.Command, f *runFlags, args []string
 		return err
 	}
 	defer cleanup()
-	res, err := job.Run(context.Background(), spec)
+	var res *job.Result
+	if cmd.Flags().Changed("batch") {
+		var progress io.Writer
+		if f.retryOOM > 0 {
+			progress = stderr
+		}
+		res, err = job.Retry(context.Background(), job.RetrySpec{
+			Args: args, EnvName: f.batchEnv, Batch: f.batch, Retries: f.retryOOM,
+			Run: spec, Stopped: s.signalled.Load, Progress: progress,
+		})
+		if err == nil && f.retryOOM == 0 {
+			res.Attempts = nil // --batch alone: one run, as without it
+		}
+	} else {
+		res, err = job.Run(context.Background(), spec)
+	}
 	if err != nil {
 		return startError(err)
 	}

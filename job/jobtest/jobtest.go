@@ -26,10 +26,12 @@
 //	                         otherwise hold up to the capacity, print PyTorch's
 //	                         OOM message with the figures and exit 1;
 //	                         above VRAM_FAKEJOB_FAIL_ABOVE (when set) it
-//	                         fails otherwise: a Python ImportError, exit 1
+//	                         fails otherwise: a Python ImportError, exit 1;
+//	                         with VRAM_FAKEJOB_BARE=1 its OOM message states
+//	                         no sizes ("CUDA error: out of memory")
 //
 // The batch job also reads N from the variable VRAM_BATCH when no argument
-// is given.
+// is given, and prints "attempt K" first when VRAM_RUN_ATTEMPT is K.
 package jobtest
 
 import (
@@ -218,6 +220,9 @@ func envU(name string) uint64 {
 }
 
 func batch(n int) int {
+	if v := os.Getenv("VRAM_RUN_ATTEMPT"); v != "" {
+		fmt.Printf("attempt %s\n", v)
+	}
 	if v := os.Getenv("VRAM_FAKEJOB_FAIL_ABOVE"); v != "" && uint64(n) > envU("VRAM_FAKEJOB_FAIL_ABOVE") {
 		fmt.Fprintf(os.Stderr, "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    from model import Net\n")
 		fmt.Fprintf(os.Stderr, "ImportError: cannot import name 'Net' from 'model' (batch %d)\n", n)
@@ -237,6 +242,11 @@ func batch(n int) int {
 	hold(held)
 	time.Sleep(60 * time.Millisecond)
 	tried := need - held
+	if os.Getenv("VRAM_FAKEJOB_BARE") == "1" {
+		fmt.Fprintf(os.Stderr, "RuntimeError: CUDA error: out of memory\n")
+		release()
+		return 1
+	}
 	fmt.Fprintf(os.Stderr, "Traceback (most recent call last):\n  File \"train.py\", line 12, in <module>\n")
 	fmt.Fprintf(os.Stderr, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n",
 		torchSize(tried), torchSize(capacity), torchSize(capacity-held), torchSize(held), torchSize(held), torchSize(0))
