@@ -153,16 +153,29 @@ type trend struct {
 }
 
 func (d *Detector) trendOf(t, x []float64, seg []int) trend {
+	tr := d.mkTrend(x, seg)
+	d.slopeOf(&tr, t, x, seg)
+	return tr
+}
+
+// mkTrend is the Mann–Kendall half of trendOf: the slope is left to
+// slopeOf, which costs O(n²) pairs and a median, so that a horizon whose
+// test is not significant never pays for it.
+func (d *Detector) mkTrend(x []float64, seg []int) trend {
 	if cap(d.tmp) < len(x) {
 		d.tmp = make([]float64, len(x))
 	}
-	tr := trend{mk: mkTest(x, seg, d.tmp), n: len(x)}
+	return trend{mk: mkTest(x, seg, d.tmp), n: len(x)}
+}
+
+// slopeOf completes a trend made by mkTrend: the Theil–Sen slope, the span
+// and the growth.
+func (d *Detector) slopeOf(tr *trend, t, x []float64, seg []int) {
 	tr.slope, d.pairs = theilSen(t, x, seg, d.pairs)
 	if len(t) > 1 {
 		tr.span = t[len(t)-1] - t[0]
 	}
 	tr.growth = tr.slope * tr.span
-	return tr
 }
 
 // Verdict analyses the windows seen so far. Its cost is O(MaxWindows²) at
@@ -262,8 +275,12 @@ func (d *Detector) analyze(pts []window) Verdict {
 	var rejected []string
 	for _, h := range horizons {
 		th, fh, sh := t[len(t)-h:], f[len(f)-h:], seg[len(seg)-h:]
-		tr := d.trendOf(th, fh, sh)
-		if tr.mk.P >= alpha || tr.slope < cfg.MinSlope || tr.growth < cfg.MinGrowth {
+		tr := d.mkTrend(fh, sh)
+		if tr.mk.P >= alpha {
+			continue // not significant: the slope would not be looked at
+		}
+		d.slopeOf(&tr, th, fh, sh)
+		if tr.slope < cfg.MinSlope || tr.growth < cfg.MinGrowth {
 			continue
 		}
 		if d.decelerating(th, fh, sh) {
