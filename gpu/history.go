@@ -78,30 +78,49 @@ func (c *procCache) prune(now time.Time, live map[int]bool) {
 
 // idleState is one device's activity history.
 type idleState struct {
-	method     IdleMethod
-	utilSince  time.Time // the next GetProcessUtilization's lastSeen
-	obsStart   time.Time // when this sampler started watching
-	utilRead   time.Time // when GetProcessUtilization was last called
-	latest     map[uint32]ProcessUtilization
-	lastActive map[uint32]time.Time
+	method    IdleMethod
+	utilSince time.Time // the next GetProcessUtilization's lastSeen
+	obsStart  time.Time // when this sampler started watching
+	utilRead  time.Time // when GetProcessUtilization was last called
+	latest    map[uint32]ProcessUtilization
 
 	deviceSeen, deviceBusy time.Time
 	deviceUtilUnknown      bool
-	firstSeen, memChanged  map[uint32]time.Time
-	lastMem                map[uint32]uint64
+	// pids is each PID's history, one entry per PID so that a sample
+	// looks each process up once; round tells this sample's PIDs apart
+	// for forget.
+	pids   map[uint32]*pidIdle
+	round  uint64
+	marked int // entries of pids listed in this round
+}
+
+// pidIdle is what idleState remembers of one PID on its device.
+type pidIdle struct {
+	lastActive time.Time // the newest utilization sample showing activity
+	// listed: firstSeen, memChanged and lastMem hold the PID's memory
+	// history (an entry made by a utilization sample alone has none).
+	listed                bool
+	firstSeen, memChanged time.Time
+	lastMem               uint64
+	round                 uint64 // the sample (idleState.round) that listed it
 }
 
 func newIdleState() *idleState {
-	return &idleState{
-		method:     IdleByUtilization,
-		lastActive: map[uint32]time.Time{},
-		firstSeen:  map[uint32]time.Time{},
-		memChanged: map[uint32]time.Time{},
-		lastMem:    map[uint32]uint64{},
+	return &idleState{method: IdleByUtilization, pids: map[uint32]*pidIdle{}}
+}
+
+// pid returns the PID's entry, made when absent.
+func (s *idleState) pid(pid uint32) *pidIdle {
+	e := s.pids[pid]
+	if e == nil {
+		e = &pidIdle{}
+		s.pids[pid] = e
 	}
+	return e
 }
 
 func (s *idleState) observeDevice(now time.Time, u Utilization) {
+	s.round, s.marked = s.round+1, 0
 	if s.deviceSeen.IsZero() {
 		s.deviceSeen = now
 	}
@@ -147,8 +166,8 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 	latest := make(map[uint32]ProcessUtilization, len(samples))
 	for _, u := range samples {
 		if u.SM > 0 || u.Memory > 0 {
-			if u.Time.After(s.lastActive[u.PID]) {
-				s.lastActive[u.PID] = u.Time
+			if e := s.pid(u.PID); u.Time.After(e.lastActive) {
+				e.lastActive = u.Time
 			}
 		}
 		if old, ok := latest[u.PID]; !ok || u.Time.After(old.Time) {
@@ -165,13 +184,16 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 // isIdle records the process's memory (for the memory method) and says
 // whether it has been idle for the window.
 func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, method IdleMethod) bool {
-	if _, ok := s.firstSeen[p.PID]; !ok {
-		s.firstSeen[p.PID] = now
-		s.lastMem[p.PID] = p.Memory
+	e := s.pid(p.PID)
+	if e.round != s.round {
+		e.round = s.round
+		s.marked++
 	}
-	if s.lastMem[p.PID] != p.Memory {
-		s.lastMem[p.PID] = p.Memory
-		s.memChanged[p.PID] = now
+	if !e.listed {
+		e.listed, e.firstSeen, e.lastMem = true, now, p.Memory
+	}
+	if e.lastMem != p.Memory {
+		e.lastMem, e.memChanged = p.Memory, now
 	}
 	switch method {
 	case IdleByUtilization:
@@ -182,14 +204,14 @@ func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, metho
 		if now.Sub(start) < window {
 			return false // not watched (or not alive) for a whole window
 		}
-		last := s.lastActive[p.PID]
+		last := e.lastActive
 		return last.IsZero() || now.Sub(last) >= window
 	case IdleByMemory:
 		if s.deviceUtilUnknown {
 			return false
 		}
-		since := s.firstSeen[p.PID]
-		if c := s.memChanged[p.PID]; c.After(since) {
+		since := e.firstSeen
+		if c := e.memChanged; c.After(since) {
 			since = c
 		}
 		if s.deviceBusy.After(since) {
@@ -200,22 +222,15 @@ func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, metho
 	return false
 }
 
-// forget drops the history of PIDs no longer listed on the device.
-func (s *idleState) forget(list []DriverProcess) {
-	on := make(map[uint32]bool, len(list))
-	for _, p := range list {
-		on[p.PID] = true
+// forget drops the history of PIDs this sample did not list on the device:
+// isIdle marks those it did (it is called for every process listed).
+func (s *idleState) forget() {
+	if s.marked == len(s.pids) {
+		return // every entry was listed
 	}
-	for pid := range s.firstSeen {
-		if !on[pid] {
-			delete(s.firstSeen, pid)
-			delete(s.memChanged, pid)
-			delete(s.lastMem, pid)
-		}
-	}
-	for pid := range s.lastActive {
-		if !on[pid] {
-			delete(s.lastActive, pid)
+	for pid, e := range s.pids {
+		if e.round != s.round {
+			delete(s.pids, pid)
 		}
 	}
 }

@@ -396,7 +396,7 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		}
 		procs = append(procs, p)
 	}
-	idle.forget(list)
+	idle.forget()
 	s.scratch[i] = procs
 	if ds.Memory.Used > ds.ProcessMemory {
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
