@@ -1,10 +1,8 @@
 package gpu
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -327,32 +325,128 @@ func sortedProcesses(lists [][]Process) []Process {
 	if n == 0 {
 		return nil
 	}
-	type key struct {
-		mem      uint64
-		pid      uint32
-		dev      int32
-		list, at int32
-	}
-	keys := make([]key, 0, n)
+	keys := make([]procKey, 0, n)
 	for li, l := range lists {
 		for i := range l {
-			keys = append(keys, key{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
+			keys = append(keys, procKey{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
 		}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		switch { // most memory figures differ: the first test decides
-		case a.mem != b.mem:
-			return cmp.Compare(b.mem, a.mem)
-		case a.pid != b.pid:
-			return cmp.Compare(a.pid, b.pid)
-		}
-		return cmp.Compare(a.dev, b.dev)
-	})
+	sortKeys(keys)
 	out := make([]Process, len(keys))
 	for i, k := range keys {
 		out[i] = lists[k.list][k.at]
 	}
 	return out
+}
+
+// procKey is where a process is in its device's list and the fields of
+// the snapshot's order.
+type procKey struct {
+	mem      uint64
+	pid      uint32
+	dev      int32
+	list, at int32
+}
+
+// before is the snapshot's order: memory, largest first, then PID, then
+// device.
+func (a *procKey) before(b *procKey) bool {
+	if a.mem != b.mem { // most memory figures differ: the first test decides
+		return a.mem > b.mem
+	}
+	if a.pid != b.pid {
+		return a.pid < b.pid
+	}
+	return a.dev < b.dev
+}
+
+// sortKeys sorts k by procKey.before: an introsort written for the one key
+// type, whose comparisons inline (slices.SortFunc calls its comparison
+// through a function value, which was most of the sort's cost).
+func sortKeys(k []procKey) {
+	depth := 0
+	for n := len(k); n > 0; n >>= 1 {
+		depth += 2
+	}
+	quickKeys(k, depth)
+}
+
+func quickKeys(k []procKey, depth int) {
+	for len(k) > 12 {
+		if depth == 0 {
+			heapKeys(k)
+			return
+		}
+		depth--
+		// Median of three into k[0], then a Hoare partition around it.
+		m, l := len(k)/2, len(k)-1
+		if k[m].before(&k[0]) {
+			k[m], k[0] = k[0], k[m]
+		}
+		if k[l].before(&k[0]) {
+			k[l], k[0] = k[0], k[l]
+		}
+		if k[l].before(&k[m]) {
+			k[l], k[m] = k[m], k[l]
+		}
+		k[0], k[m] = k[m], k[0]
+		p := k[0]
+		i, j := 1, l
+		for {
+			for i <= j && k[i].before(&p) {
+				i++
+			}
+			for i <= j && p.before(&k[j]) {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			k[i], k[j] = k[j], k[i]
+			i++
+			j--
+		}
+		k[0], k[j] = k[j], k[0]
+		// Recurse into the smaller side, loop on the larger.
+		if j < len(k)-1-j {
+			quickKeys(k[:j], depth)
+			k = k[j+1:]
+		} else {
+			quickKeys(k[j+1:], depth)
+			k = k[:j]
+		}
+	}
+	for i := 1; i < len(k); i++ {
+		for j := i; j > 0 && k[j].before(&k[j-1]); j-- {
+			k[j], k[j-1] = k[j-1], k[j]
+		}
+	}
+}
+
+func heapKeys(k []procKey) {
+	down := func(root, n int) {
+		for {
+			c := 2*root + 1
+			if c >= n {
+				return
+			}
+			if c+1 < n && k[c].before(&k[c+1]) {
+				c++
+			}
+			if !k[root].before(&k[c]) {
+				return
+			}
+			k[root], k[c] = k[c], k[root]
+			root = c
+		}
+	}
+	for i := len(k)/2 - 1; i >= 0; i-- {
+		down(i, len(k))
+	}
+	for i := len(k) - 1; i > 0; i-- {
+		k[0], k[i] = k[i], k[0]
+		down(0, i)
+	}
 }
 
 func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
