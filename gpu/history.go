@@ -15,6 +15,9 @@ type procEntry struct {
 	det       *ProcDetails
 	detErr    error
 	jupyter   bool // det's command line is a Jupyter kernel's
+	// dropped: the cache no longer holds this entry (replaced or pruned),
+	// so a caller's pointer to it must be looked up again.
+	dropped bool
 }
 
 // procCache caches /proc reads per (PID, start time). Not safe for
@@ -31,23 +34,45 @@ func newProcCache(src ProcSource, refresh time.Duration) *procCache {
 
 // lookup returns the entry for pid, re-reading /proc/PID/stat when the
 // entry is older than the refresh period. A new start time means a new
-// process behind a reused PID: its details are read afresh.
+// process behind a reused PID: its details are read afresh. The entry is
+// returned with its error (a negative entry when err is not nil).
 func (c *procCache) lookup(pid int, now time.Time) (*procEntry, error) {
-	e := c.m[pid]
+	e := c.get(pid, now, nil)
+	return e, e.err
+}
+
+// get is lookup given the entry the caller last had for pid (hint, nil
+// when none): while it is still the cache's (not dropped), the map is not
+// looked up.
+func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
+	e := hint
+	if e == nil || e.dropped {
+		e = c.m[pid]
+	}
 	if e != nil && now.Sub(e.checked) < c.refresh {
-		return e, e.err
+		return e
 	}
 	st, err := c.src.Stat(pid)
 	if err != nil {
-		c.m[pid] = &procEntry{err: err, checked: now}
-		return nil, err
+		ne := &procEntry{err: err, checked: now}
+		c.replace(pid, e, ne)
+		return ne
 	}
 	if e == nil || e.err != nil || e.stat.StartTicks != st.StartTicks {
-		e = &procEntry{firstPPID: st.PPID}
-		c.m[pid] = e
+		ne := &procEntry{firstPPID: st.PPID}
+		c.replace(pid, e, ne)
+		e = ne
 	}
 	e.stat, e.checked = st, now
-	return e, nil
+	return e
+}
+
+// replace puts ne in old's place (old nil when pid had no entry).
+func (c *procCache) replace(pid int, old, ne *procEntry) {
+	if old != nil {
+		old.dropped = true
+	}
+	c.m[pid] = ne
 }
 
 // details reads the expensive part once per entry.
@@ -71,6 +96,7 @@ func (c *procCache) details(e *procEntry) (ProcDetails, error) {
 func (c *procCache) prune(now time.Time, live map[int]bool) {
 	for pid, e := range c.m {
 		if !live[pid] && now.Sub(e.checked) > 3*c.refresh {
+			e.dropped = true
 			delete(c.m, pid)
 		}
 	}
@@ -103,6 +129,7 @@ type pidIdle struct {
 	firstSeen, memChanged time.Time
 	lastMem               uint64
 	round                 uint64 // the sample (idleState.round) that listed it
+	dropped               bool   // forgotten: no longer in idleState.pids
 }
 
 func newIdleState() *idleState {
@@ -183,8 +210,12 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 
 // isIdle records the process's memory (for the memory method) and says
 // whether it has been idle for the window.
-func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, method IdleMethod) bool {
-	e := s.pid(p.PID)
+// e is the PID's entry as the caller last had it (nil when none); the
+// entry used is returned, for the next call.
+func (s *idleState) isIdle(p Process, e *pidIdle, now time.Time, window time.Duration, method IdleMethod) (bool, *pidIdle) {
+	if e == nil || e.dropped {
+		e = s.pid(p.PID)
+	}
 	if e.round != s.round {
 		e.round = s.round
 		s.marked++
@@ -202,13 +233,13 @@ func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, metho
 			start = p.StartTime
 		}
 		if now.Sub(start) < window {
-			return false // not watched (or not alive) for a whole window
+			return false, e // not watched (or not alive) for a whole window
 		}
 		last := e.lastActive
-		return last.IsZero() || now.Sub(last) >= window
+		return last.IsZero() || now.Sub(last) >= window, e
 	case IdleByMemory:
 		if s.deviceUtilUnknown {
-			return false
+			return false, e
 		}
 		since := e.firstSeen
 		if c := e.memChanged; c.After(since) {
@@ -217,9 +248,9 @@ func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, metho
 		if s.deviceBusy.After(since) {
 			since = s.deviceBusy
 		}
-		return now.Sub(since) >= window
+		return now.Sub(since) >= window, e
 	}
-	return false
+	return false, e
 }
 
 // forget drops the history of PIDs this sample did not list on the device:
@@ -230,6 +261,7 @@ func (s *idleState) forget() {
 	}
 	for pid, e := range s.pids {
 		if e.round != s.round {
+			e.dropped = true
 			delete(s.pids, pid)
 		}
 	}

@@ -205,6 +205,11 @@ type Sampler struct {
 	// Per selected device, the last sample's process list, reused: Sample
 	// copies the lists into its snapshot.
 	scratch [][]Process
+	// Per selected device, the last sample's entries of each listed
+	// process, in the driver's order: when the driver lists the same PID
+	// at the same place again (the usual case), the caches' maps are not
+	// looked up.
+	hints   [][]procHint
 	sampled bool
 	chanBuf []statchan.Record
 	allocs  AllocIndex
@@ -352,6 +357,14 @@ func sortedProcesses(lists [][]Process) []Process {
 	return out
 }
 
+// procHint is what the last sample found for the process the driver
+// listed at one place of a device's list.
+type procHint struct {
+	pid  uint32
+	proc *procEntry
+	idle *pidIdle
+}
+
 // procKey is where a process is in its device's list and the fields of
 // the snapshot's order.
 type procKey struct {
@@ -484,8 +497,20 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 	if s.scratch == nil {
 		s.scratch = make([][]Process, len(s.devs))
 	}
+	if s.hints == nil {
+		s.hints = make([][]procHint, len(s.devs))
+	}
+	prev, next := s.hints[i], s.hints[i][:0]
+	if len(prev) != len(list) {
+		next = make([]procHint, 0, len(list))
+	}
 	procs := s.scratch[i][:0]
-	for _, dp := range list {
+	for j, dp := range list {
+		var h procHint
+		if j < len(prev) && prev[j].pid == dp.PID {
+			h = prev[j]
+		}
+		h.pid = dp.PID
 		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
 		ds.ProcessMemory += dp.Memory
 		if u, ok := util[dp.PID]; ok {
@@ -493,18 +518,20 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		} else if method == IdleByUtilization {
 			p.UtilKnown = true // no sample in the period: no activity
 		}
-		s.enrich(&p, now)
+		h.proc = s.enrich(&p, now, h.proc)
 		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
 			rec := *r
 			p.Alloc = &rec
 		}
-		if idle.isIdle(p, now, s.opts.IdleWindow, method) {
+		var isIdle bool
+		if isIdle, h.idle = idle.isIdle(p, h.idle, now, s.opts.IdleWindow, method); isIdle {
 			p.Flags |= FlagIdle
 		}
 		procs = append(procs, p)
+		next = append(next, h)
 	}
 	idle.forget()
-	s.scratch[i] = procs
+	s.scratch[i], s.hints[i] = procs, next
 	if ds.Memory.Used > ds.ProcessMemory {
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
 	}
@@ -535,18 +562,20 @@ func (s *Sampler) readChannel(snap *Snapshot) {
 }
 
 // enrich fills the /proc fields and the flags that come from /proc.
-func (s *Sampler) enrich(p *Process, now time.Time) {
+// hint is the PID's cache entry as the last sample had it (nil when
+// none); the entry used is returned, for the next sample.
+func (s *Sampler) enrich(p *Process, now time.Time, hint *procEntry) *procEntry {
 	if s.cache == nil {
-		return
+		return nil
 	}
-	e, err := s.cache.lookup(int(p.PID), now)
-	switch {
+	e := s.cache.get(int(p.PID), now, hint)
+	switch err := e.err; {
 	case errors.Is(err, ErrNoProcess):
 		p.Flags |= FlagNoSuchProcess
-		return
+		return e
 	case err != nil:
 		p.Flags |= FlagNoPermission
-		return
+		return e
 	}
 	st := e.stat
 	p.Comm, p.StartTime, p.PPID, p.State = st.Comm, st.StartTime, st.PPID, st.State
@@ -572,6 +601,7 @@ func (s *Sampler) enrich(p *Process, now time.Time) {
 	if s.orphaned(e, now) {
 		p.Flags |= FlagOrphaned
 	}
+	return e
 }
 
 func isJupyter(cmd []string) bool {
