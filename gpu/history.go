@@ -26,6 +26,7 @@ type procCache struct {
 	src     ProcSource
 	refresh time.Duration
 	m       map[int]*procEntry
+	pruned  time.Time // the last pruneDue that said yes
 }
 
 func newProcCache(src ProcSource, refresh time.Duration) *procCache {
@@ -89,6 +90,17 @@ func (c *procCache) details(e *procEntry) (ProcDetails, error) {
 		return ProcDetails{}, e.detErr
 	}
 	return *e.det, nil
+}
+
+// pruneDue says whether a sample at now should prune: once per refresh
+// period (an entry is dropped only after three, so pruning more often
+// frees nothing sooner that matters).
+func (c *procCache) pruneDue(now time.Time) bool {
+	if !c.pruned.IsZero() && now.Sub(c.pruned) < c.refresh && !now.Before(c.pruned) {
+		return false
+	}
+	c.pruned = now
+	return true
 }
 
 // prune drops entries of PIDs that are not on a GPU and have not been

@@ -303,7 +303,6 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
 	s.readChannel(snap)
 	failed := 0
-	live := map[int]bool{}
 	var lists [][]Process
 	for i, d := range s.devs {
 		ds, procs, err := s.sampleDevice(i, d, now)
@@ -312,16 +311,19 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 			ds.Err = err
 			snap.Warnings = append(snap.Warnings, fmt.Sprintf("GPU %d: %v", ds.Index, err))
 		}
-		for _, p := range procs {
-			live[int(p.PID)] = true
-		}
 		snap.Devices = append(snap.Devices, ds)
 		lists = append(lists, procs)
 	}
 	if failed > 0 && failed == len(s.devs) {
 		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
 	}
-	if s.cache != nil {
+	if s.cache != nil && s.cache.pruneDue(now) {
+		live := map[int]bool{}
+		for _, l := range lists {
+			for _, p := range l {
+				live[int(p.PID)] = true
+			}
+		}
 		s.cache.prune(now, live)
 	}
 	snap.Processes = sortedProcesses(lists)
