@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vramhq/vram/internal/units"
@@ -180,9 +181,25 @@ func (d *Detector) slopeOf(tr *trend, t, x []float64, seg []int) {
 
 // Verdict analyses the windows seen so far. Its cost is O(MaxWindows²) at
 // worst (the pairwise statistics), independent of the number of samples.
+//
+// Its scratch space (the pairwise slopes: 16 KB at 64 windows, 256 KB at
+// 256) is borrowed from a pool for the call, not kept in the Detector: a
+// daemon holds one Detector per process and asks each for a verdict only
+// every few seconds, so per-Detector buffers would be mostly idle memory.
 func (d *Detector) Verdict() Verdict {
-	return d.analyze(d.points())
+	sc := scratchPool.Get().(*scratch)
+	d.pairs, d.tmp = sc.pairs, sc.tmp
+	v := d.analyze(d.points())
+	sc.pairs, sc.tmp = d.pairs, d.tmp
+	d.pairs, d.tmp = nil, nil
+	scratchPool.Put(sc)
+	return v
 }
+
+// scratch is Verdict's scratch space (Detector.pairs and tmp).
+type scratch struct{ pairs, tmp []float64 }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 func (d *Detector) analyze(pts []window) Verdict {
 	cfg := d.cfg
