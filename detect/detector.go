@@ -205,7 +205,7 @@ type Detector struct {
 	samples int
 	ignored int
 
-	// scratch buffers reused by Verdict
+	// scratch buffers of the Verdict in progress (borrowed from scratchPool)
 	pairs []float64
 	tmp   []float64
 }

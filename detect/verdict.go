@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vramhq/vram/internal/units"
@@ -153,23 +154,52 @@ type trend struct {
 }
 
 func (d *Detector) trendOf(t, x []float64, seg []int) trend {
+	tr := d.mkTrend(x, seg)
+	d.slopeOf(&tr, t, x, seg)
+	return tr
+}
+
+// mkTrend is the Mann–Kendall half of trendOf: the slope is left to
+// slopeOf, which costs O(n²) pairs and a median, so that a horizon whose
+// test is not significant never pays for it.
+func (d *Detector) mkTrend(x []float64, seg []int) trend {
 	if cap(d.tmp) < len(x) {
 		d.tmp = make([]float64, len(x))
 	}
-	tr := trend{mk: mkTest(x, seg, d.tmp), n: len(x)}
+	return trend{mk: mkTest(x, seg, d.tmp), n: len(x)}
+}
+
+// slopeOf completes a trend made by mkTrend: the Theil–Sen slope, the span
+// and the growth.
+func (d *Detector) slopeOf(tr *trend, t, x []float64, seg []int) {
 	tr.slope, d.pairs = theilSen(t, x, seg, d.pairs)
 	if len(t) > 1 {
 		tr.span = t[len(t)-1] - t[0]
 	}
 	tr.growth = tr.slope * tr.span
-	return tr
 }
 
 // Verdict analyses the windows seen so far. Its cost is O(MaxWindows²) at
 // worst (the pairwise statistics), independent of the number of samples.
+//
+// Its scratch space (the pairwise slopes: 16 KB at 64 windows, 256 KB at
+// 256) is borrowed from a pool for the call, not kept in the Detector: a
+// daemon holds one Detector per process and asks each for a verdict only
+// every few seconds, so per-Detector buffers would be mostly idle memory.
 func (d *Detector) Verdict() Verdict {
-	return d.analyze(d.points())
+	sc := scratchPool.Get().(*scratch)
+	d.pairs, d.tmp = sc.pairs, sc.tmp
+	v := d.analyze(d.points())
+	sc.pairs, sc.tmp = d.pairs, d.tmp
+	d.pairs, d.tmp = nil, nil
+	scratchPool.Put(sc)
+	return v
 }
+
+// scratch is Verdict's scratch space (Detector.pairs and tmp).
+type scratch struct{ pairs, tmp []float64 }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 func (d *Detector) analyze(pts []window) Verdict {
 	cfg := d.cfg
@@ -262,8 +292,12 @@ func (d *Detector) analyze(pts []window) Verdict {
 	var rejected []string
 	for _, h := range horizons {
 		th, fh, sh := t[len(t)-h:], f[len(f)-h:], seg[len(seg)-h:]
-		tr := d.trendOf(th, fh, sh)
-		if tr.mk.P >= alpha || tr.slope < cfg.MinSlope || tr.growth < cfg.MinGrowth {
+		tr := d.mkTrend(fh, sh)
+		if tr.mk.P >= alpha {
+			continue // not significant: the slope would not be looked at
+		}
+		d.slopeOf(&tr, th, fh, sh)
+		if tr.slope < cfg.MinSlope || tr.growth < cfg.MinGrowth {
 			continue
 		}
 		if d.decelerating(th, fh, sh) {

@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +142,69 @@ func TestChannelOff(t *testing.T) {
 	defer op.Host.Close()
 	if op.Channel != nil {
 		t.Fatal("ChannelDir off: a channel reader")
+	}
+}
+
+// countingChannel is a ChannelReader that counts its reads and fails the
+// ones listed in fail (by read number, from 1).
+type countingChannel struct {
+	reads int
+	fail  map[int]bool
+}
+
+func (c *countingChannel) Read(dst []statchan.Record) ([]statchan.Record, error) {
+	c.reads++
+	if c.fail[c.reads] {
+		return dst[:0], fmt.Errorf("statistics channel: read %d failed", c.reads)
+	}
+	return dst[:0], nil
+}
+
+// TestSamplerChannelRefresh: with ChannelRefresh the channel is read at
+// most once per period, and a failed read's warning stays on the samples
+// that reuse it; zero reads it at every sample.
+func TestSamplerChannelRefresh(t *testing.T) {
+	tests := []struct {
+		refresh  time.Duration
+		step     time.Duration
+		samples  int
+		want     int // reads
+		warnings int // samples carrying the first read's warning
+	}{
+		{0, 100 * time.Millisecond, 10, 10, 1},
+		{950 * time.Millisecond, 100 * time.Millisecond, 25, 3, 10}, // at 0, 1.0 s, 2.0 s
+		{500 * time.Millisecond, time.Second, 5, 5, 1},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.refresh, " every ", tt.step), func(t *testing.T) {
+			now := time.Unix(1_800_000_000, 0)
+			clock := func() time.Time { return now }
+			sim, err := NewSim(1, 1, clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := &countingChannel{fail: map[int]bool{1: true}}
+			s, err := NewSampler(sim, SamplerOptions{Channel: ch, Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetChannelRefresh(tt.refresh)
+			warned := 0
+			for range tt.samples {
+				snap, err := s.Sample()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range snap.Warnings {
+					if strings.Contains(w, "read 1 failed") {
+						warned++
+					}
+				}
+				now = now.Add(tt.step)
+			}
+			if ch.reads != tt.want || warned != tt.warnings {
+				t.Errorf("%d reads, %d samples warned; want %d, %d", ch.reads, warned, tt.want, tt.warnings)
+			}
+		})
 	}
 }

@@ -15,6 +15,9 @@ type procEntry struct {
 	det       *ProcDetails
 	detErr    error
 	jupyter   bool // det's command line is a Jupyter kernel's
+	// dropped: the cache no longer holds this entry (replaced or pruned),
+	// so a caller's pointer to it must be looked up again.
+	dropped bool
 }
 
 // procCache caches /proc reads per (PID, start time). Not safe for
@@ -23,6 +26,7 @@ type procCache struct {
 	src     ProcSource
 	refresh time.Duration
 	m       map[int]*procEntry
+	pruned  time.Time // the last pruneDue that said yes
 }
 
 func newProcCache(src ProcSource, refresh time.Duration) *procCache {
@@ -31,23 +35,45 @@ func newProcCache(src ProcSource, refresh time.Duration) *procCache {
 
 // lookup returns the entry for pid, re-reading /proc/PID/stat when the
 // entry is older than the refresh period. A new start time means a new
-// process behind a reused PID: its details are read afresh.
+// process behind a reused PID: its details are read afresh. The entry is
+// returned with its error (a negative entry when err is not nil).
 func (c *procCache) lookup(pid int, now time.Time) (*procEntry, error) {
-	e := c.m[pid]
+	e := c.get(pid, now, nil)
+	return e, e.err
+}
+
+// get is lookup given the entry the caller last had for pid (hint, nil
+// when none): while it is still the cache's (not dropped), the map is not
+// looked up.
+func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
+	e := hint
+	if e == nil || e.dropped {
+		e = c.m[pid]
+	}
 	if e != nil && now.Sub(e.checked) < c.refresh {
-		return e, e.err
+		return e
 	}
 	st, err := c.src.Stat(pid)
 	if err != nil {
-		c.m[pid] = &procEntry{err: err, checked: now}
-		return nil, err
+		ne := &procEntry{err: err, checked: now}
+		c.replace(pid, e, ne)
+		return ne
 	}
 	if e == nil || e.err != nil || e.stat.StartTicks != st.StartTicks {
-		e = &procEntry{firstPPID: st.PPID}
-		c.m[pid] = e
+		ne := &procEntry{firstPPID: st.PPID}
+		c.replace(pid, e, ne)
+		e = ne
 	}
 	e.stat, e.checked = st, now
-	return e, nil
+	return e
+}
+
+// replace puts ne in old's place (old nil when pid had no entry).
+func (c *procCache) replace(pid int, old, ne *procEntry) {
+	if old != nil {
+		old.dropped = true
+	}
+	c.m[pid] = ne
 }
 
 // details reads the expensive part once per entry.
@@ -66,11 +92,23 @@ func (c *procCache) details(e *procEntry) (ProcDetails, error) {
 	return *e.det, nil
 }
 
+// pruneDue says whether a sample at now should prune: once per refresh
+// period (an entry is dropped only after three, so pruning more often
+// frees nothing sooner that matters).
+func (c *procCache) pruneDue(now time.Time) bool {
+	if !c.pruned.IsZero() && now.Sub(c.pruned) < c.refresh && !now.Before(c.pruned) {
+		return false
+	}
+	c.pruned = now
+	return true
+}
+
 // prune drops entries of PIDs that are not on a GPU and have not been
 // looked at for three refresh periods.
 func (c *procCache) prune(now time.Time, live map[int]bool) {
 	for pid, e := range c.m {
 		if !live[pid] && now.Sub(e.checked) > 3*c.refresh {
+			e.dropped = true
 			delete(c.m, pid)
 		}
 	}
@@ -78,30 +116,50 @@ func (c *procCache) prune(now time.Time, live map[int]bool) {
 
 // idleState is one device's activity history.
 type idleState struct {
-	method     IdleMethod
-	utilSince  time.Time // the next GetProcessUtilization's lastSeen
-	obsStart   time.Time // when this sampler started watching
-	utilRead   time.Time // when GetProcessUtilization was last called
-	latest     map[uint32]ProcessUtilization
-	lastActive map[uint32]time.Time
+	method    IdleMethod
+	utilSince time.Time // the next GetProcessUtilization's lastSeen
+	obsStart  time.Time // when this sampler started watching
+	utilRead  time.Time // when GetProcessUtilization was last called
+	latest    map[uint32]ProcessUtilization
 
 	deviceSeen, deviceBusy time.Time
 	deviceUtilUnknown      bool
-	firstSeen, memChanged  map[uint32]time.Time
-	lastMem                map[uint32]uint64
+	// pids is each PID's history, one entry per PID so that a sample
+	// looks each process up once; round tells this sample's PIDs apart
+	// for forget.
+	pids   map[uint32]*pidIdle
+	round  uint64
+	marked int // entries of pids listed in this round
+}
+
+// pidIdle is what idleState remembers of one PID on its device.
+type pidIdle struct {
+	lastActive time.Time // the newest utilization sample showing activity
+	// listed: firstSeen, memChanged and lastMem hold the PID's memory
+	// history (an entry made by a utilization sample alone has none).
+	listed                bool
+	firstSeen, memChanged time.Time
+	lastMem               uint64
+	round                 uint64 // the sample (idleState.round) that listed it
+	dropped               bool   // forgotten: no longer in idleState.pids
 }
 
 func newIdleState() *idleState {
-	return &idleState{
-		method:     IdleByUtilization,
-		lastActive: map[uint32]time.Time{},
-		firstSeen:  map[uint32]time.Time{},
-		memChanged: map[uint32]time.Time{},
-		lastMem:    map[uint32]uint64{},
+	return &idleState{method: IdleByUtilization, pids: map[uint32]*pidIdle{}}
+}
+
+// pid returns the PID's entry, made when absent.
+func (s *idleState) pid(pid uint32) *pidIdle {
+	e := s.pids[pid]
+	if e == nil {
+		e = &pidIdle{}
+		s.pids[pid] = e
 	}
+	return e
 }
 
 func (s *idleState) observeDevice(now time.Time, u Utilization) {
+	s.round, s.marked = s.round+1, 0
 	if s.deviceSeen.IsZero() {
 		s.deviceSeen = now
 	}
@@ -147,8 +205,8 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 	latest := make(map[uint32]ProcessUtilization, len(samples))
 	for _, u := range samples {
 		if u.SM > 0 || u.Memory > 0 {
-			if u.Time.After(s.lastActive[u.PID]) {
-				s.lastActive[u.PID] = u.Time
+			if e := s.pid(u.PID); u.Time.After(e.lastActive) {
+				e.lastActive = u.Time
 			}
 		}
 		if old, ok := latest[u.PID]; !ok || u.Time.After(old.Time) {
@@ -164,14 +222,21 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 
 // isIdle records the process's memory (for the memory method) and says
 // whether it has been idle for the window.
-func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, method IdleMethod) bool {
-	if _, ok := s.firstSeen[p.PID]; !ok {
-		s.firstSeen[p.PID] = now
-		s.lastMem[p.PID] = p.Memory
+// e is the PID's entry as the caller last had it (nil when none); the
+// entry used is returned, for the next call.
+func (s *idleState) isIdle(p Process, e *pidIdle, now time.Time, window time.Duration, method IdleMethod) (bool, *pidIdle) {
+	if e == nil || e.dropped {
+		e = s.pid(p.PID)
 	}
-	if s.lastMem[p.PID] != p.Memory {
-		s.lastMem[p.PID] = p.Memory
-		s.memChanged[p.PID] = now
+	if e.round != s.round {
+		e.round = s.round
+		s.marked++
+	}
+	if !e.listed {
+		e.listed, e.firstSeen, e.lastMem = true, now, p.Memory
+	}
+	if e.lastMem != p.Memory {
+		e.lastMem, e.memChanged = p.Memory, now
 	}
 	switch method {
 	case IdleByUtilization:
@@ -180,42 +245,36 @@ func (s *idleState) isIdle(p Process, now time.Time, window time.Duration, metho
 			start = p.StartTime
 		}
 		if now.Sub(start) < window {
-			return false // not watched (or not alive) for a whole window
+			return false, e // not watched (or not alive) for a whole window
 		}
-		last := s.lastActive[p.PID]
-		return last.IsZero() || now.Sub(last) >= window
+		last := e.lastActive
+		return last.IsZero() || now.Sub(last) >= window, e
 	case IdleByMemory:
 		if s.deviceUtilUnknown {
-			return false
+			return false, e
 		}
-		since := s.firstSeen[p.PID]
-		if c := s.memChanged[p.PID]; c.After(since) {
+		since := e.firstSeen
+		if c := e.memChanged; c.After(since) {
 			since = c
 		}
 		if s.deviceBusy.After(since) {
 			since = s.deviceBusy
 		}
-		return now.Sub(since) >= window
+		return now.Sub(since) >= window, e
 	}
-	return false
+	return false, e
 }
 
-// forget drops the history of PIDs no longer listed on the device.
-func (s *idleState) forget(list []DriverProcess) {
-	on := make(map[uint32]bool, len(list))
-	for _, p := range list {
-		on[p.PID] = true
+// forget drops the history of PIDs this sample did not list on the device:
+// isIdle marks those it did (it is called for every process listed).
+func (s *idleState) forget() {
+	if s.marked == len(s.pids) {
+		return // every entry was listed
 	}
-	for pid := range s.firstSeen {
-		if !on[pid] {
-			delete(s.firstSeen, pid)
-			delete(s.memChanged, pid)
-			delete(s.lastMem, pid)
-		}
-	}
-	for pid := range s.lastActive {
-		if !on[pid] {
-			delete(s.lastActive, pid)
+	for pid, e := range s.pids {
+		if e.round != s.round {
+			e.dropped = true
+			delete(s.pids, pid)
 		}
 	}
 }

@@ -1,10 +1,8 @@
 package gpu
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -183,6 +181,13 @@ type SamplerOptions struct {
 	// Channel reads the statistics channel of processes on vram's
 	// allocator (Process.Alloc); nil reads none.
 	Channel ChannelReader
+	// ChannelRefresh is the least time between two reads of Channel;
+	// between them a sample reuses the last read's records (and its
+	// warning). Zero reads it at every sample. A writer publishes at most
+	// every 100 ms, and a read opens every file of the channel (about
+	// 2.5 ms of CPU at 1,600 files), so a sampler at 10 Hz reads it at 1 Hz
+	// (SetChannelRefresh).
+	ChannelRefresh time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -200,10 +205,21 @@ type Sampler struct {
 	// Per selected device, the last sample's process list, reused: Sample
 	// copies the lists into its snapshot.
 	scratch [][]Process
+	// Per selected device, the last sample's entries of each listed
+	// process, in the driver's order: when the driver lists the same PID
+	// at the same place again (the usual case), the caches' maps are not
+	// looked up.
+	hints   [][]procHint
 	sampled bool
 	chanBuf []statchan.Record
 	allocs  AllocIndex
+	// When the channel was last read and its warning then ("" when none).
+	chanRead time.Time
+	chanWarn string
 }
+
+// SetChannelRefresh sets SamplerOptions.ChannelRefresh.
+func (s *Sampler) SetChannelRefresh(d time.Duration) { s.opts.ChannelRefresh = max(d, 0) }
 
 // NewSampler lists the host's devices and reads their identities.
 func NewSampler(h Host, opts SamplerOptions) (*Sampler, error) {
@@ -287,7 +303,6 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
 	s.readChannel(snap)
 	failed := 0
-	live := map[int]bool{}
 	var lists [][]Process
 	for i, d := range s.devs {
 		ds, procs, err := s.sampleDevice(i, d, now)
@@ -296,16 +311,19 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 			ds.Err = err
 			snap.Warnings = append(snap.Warnings, fmt.Sprintf("GPU %d: %v", ds.Index, err))
 		}
-		for _, p := range procs {
-			live[int(p.PID)] = true
-		}
 		snap.Devices = append(snap.Devices, ds)
 		lists = append(lists, procs)
 	}
 	if failed > 0 && failed == len(s.devs) {
 		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
 	}
-	if s.cache != nil {
+	if s.cache != nil && s.cache.pruneDue(now) {
+		live := map[int]bool{}
+		for _, l := range lists {
+			for _, p := range l {
+				live[int(p.PID)] = true
+			}
+		}
 		s.cache.prune(now, live)
 	}
 	snap.Processes = sortedProcesses(lists)
@@ -327,32 +345,136 @@ func sortedProcesses(lists [][]Process) []Process {
 	if n == 0 {
 		return nil
 	}
-	type key struct {
-		mem      uint64
-		pid      uint32
-		dev      int32
-		list, at int32
-	}
-	keys := make([]key, 0, n)
+	keys := make([]procKey, 0, n)
 	for li, l := range lists {
 		for i := range l {
-			keys = append(keys, key{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
+			keys = append(keys, procKey{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
 		}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		switch { // most memory figures differ: the first test decides
-		case a.mem != b.mem:
-			return cmp.Compare(b.mem, a.mem)
-		case a.pid != b.pid:
-			return cmp.Compare(a.pid, b.pid)
-		}
-		return cmp.Compare(a.dev, b.dev)
-	})
+	sortKeys(keys)
 	out := make([]Process, len(keys))
 	for i, k := range keys {
 		out[i] = lists[k.list][k.at]
 	}
 	return out
+}
+
+// procHint is what the last sample found for the process the driver
+// listed at one place of a device's list.
+type procHint struct {
+	pid  uint32
+	proc *procEntry
+	idle *pidIdle
+}
+
+// procKey is where a process is in its device's list and the fields of
+// the snapshot's order.
+type procKey struct {
+	mem      uint64
+	pid      uint32
+	dev      int32
+	list, at int32
+}
+
+// before is the snapshot's order: memory, largest first, then PID, then
+// device.
+func (a *procKey) before(b *procKey) bool {
+	if a.mem != b.mem { // most memory figures differ: the first test decides
+		return a.mem > b.mem
+	}
+	if a.pid != b.pid {
+		return a.pid < b.pid
+	}
+	return a.dev < b.dev
+}
+
+// sortKeys sorts k by procKey.before: an introsort written for the one key
+// type, whose comparisons inline (slices.SortFunc calls its comparison
+// through a function value, which was most of the sort's cost).
+func sortKeys(k []procKey) {
+	depth := 0
+	for n := len(k); n > 0; n >>= 1 {
+		depth += 2
+	}
+	quickKeys(k, depth)
+}
+
+func quickKeys(k []procKey, depth int) {
+	for len(k) > 12 {
+		if depth == 0 {
+			heapKeys(k)
+			return
+		}
+		depth--
+		// Median of three into k[0], then a Hoare partition around it.
+		m, l := len(k)/2, len(k)-1
+		if k[m].before(&k[0]) {
+			k[m], k[0] = k[0], k[m]
+		}
+		if k[l].before(&k[0]) {
+			k[l], k[0] = k[0], k[l]
+		}
+		if k[l].before(&k[m]) {
+			k[l], k[m] = k[m], k[l]
+		}
+		k[0], k[m] = k[m], k[0]
+		p := k[0]
+		i, j := 1, l
+		for {
+			for i <= j && k[i].before(&p) {
+				i++
+			}
+			for i <= j && p.before(&k[j]) {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			k[i], k[j] = k[j], k[i]
+			i++
+			j--
+		}
+		k[0], k[j] = k[j], k[0]
+		// Recurse into the smaller side, loop on the larger.
+		if j < len(k)-1-j {
+			quickKeys(k[:j], depth)
+			k = k[j+1:]
+		} else {
+			quickKeys(k[j+1:], depth)
+			k = k[:j]
+		}
+	}
+	for i := 1; i < len(k); i++ {
+		for j := i; j > 0 && k[j].before(&k[j-1]); j-- {
+			k[j], k[j-1] = k[j-1], k[j]
+		}
+	}
+}
+
+func heapKeys(k []procKey) {
+	down := func(root, n int) {
+		for {
+			c := 2*root + 1
+			if c >= n {
+				return
+			}
+			if c+1 < n && k[c].before(&k[c+1]) {
+				c++
+			}
+			if !k[root].before(&k[c]) {
+				return
+			}
+			k[root], k[c] = k[c], k[root]
+			root = c
+		}
+	}
+	for i := len(k)/2 - 1; i >= 0; i-- {
+		down(i, len(k))
+	}
+	for i := len(k) - 1; i > 0; i-- {
+		k[0], k[i] = k[i], k[0]
+		down(0, i)
+	}
 }
 
 func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
@@ -377,8 +499,20 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 	if s.scratch == nil {
 		s.scratch = make([][]Process, len(s.devs))
 	}
+	if s.hints == nil {
+		s.hints = make([][]procHint, len(s.devs))
+	}
+	prev, next := s.hints[i], s.hints[i][:0]
+	if len(prev) != len(list) {
+		next = make([]procHint, 0, len(list))
+	}
 	procs := s.scratch[i][:0]
-	for _, dp := range list {
+	for j, dp := range list {
+		var h procHint
+		if j < len(prev) && prev[j].pid == dp.PID {
+			h = prev[j]
+		}
+		h.pid = dp.PID
 		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
 		ds.ProcessMemory += dp.Memory
 		if u, ok := util[dp.PID]; ok {
@@ -386,18 +520,20 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		} else if method == IdleByUtilization {
 			p.UtilKnown = true // no sample in the period: no activity
 		}
-		s.enrich(&p, now)
+		h.proc = s.enrich(&p, now, h.proc)
 		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
 			rec := *r
 			p.Alloc = &rec
 		}
-		if idle.isIdle(p, now, s.opts.IdleWindow, method) {
+		var isIdle bool
+		if isIdle, h.idle = idle.isIdle(p, h.idle, now, s.opts.IdleWindow, method); isIdle {
 			p.Flags |= FlagIdle
 		}
 		procs = append(procs, p)
+		next = append(next, h)
 	}
-	idle.forget(list)
-	s.scratch[i] = procs
+	idle.forget()
+	s.scratch[i], s.hints[i] = procs, next
 	if ds.Memory.Used > ds.ProcessMemory {
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
 	}
@@ -407,31 +543,41 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 // readChannel reads the statistics channel for this sample. A channel
 // that cannot be read is a warning: the processes then lack Alloc.
 func (s *Sampler) readChannel(snap *Snapshot) {
-	s.allocs = AllocIndex{}
 	if s.opts.Channel == nil {
+		s.allocs = AllocIndex{}
+		return
+	}
+	if !s.chanRead.IsZero() && snap.Time.Sub(s.chanRead) < s.opts.ChannelRefresh && !snap.Time.Before(s.chanRead) {
+		if s.chanWarn != "" { // the last read's records and warning stand
+			snap.Warnings = append(snap.Warnings, s.chanWarn)
+		}
 		return
 	}
 	var err error
 	s.chanBuf, err = s.opts.Channel.Read(s.chanBuf)
+	s.chanRead, s.chanWarn = snap.Time, ""
 	if err != nil {
-		snap.Warnings = append(snap.Warnings, err.Error())
+		s.chanWarn = err.Error()
+		snap.Warnings = append(snap.Warnings, s.chanWarn)
 	}
 	s.allocs = NewAllocIndex(s.chanBuf, snap.Host.Simulated)
 }
 
 // enrich fills the /proc fields and the flags that come from /proc.
-func (s *Sampler) enrich(p *Process, now time.Time) {
+// hint is the PID's cache entry as the last sample had it (nil when
+// none); the entry used is returned, for the next sample.
+func (s *Sampler) enrich(p *Process, now time.Time, hint *procEntry) *procEntry {
 	if s.cache == nil {
-		return
+		return nil
 	}
-	e, err := s.cache.lookup(int(p.PID), now)
-	switch {
+	e := s.cache.get(int(p.PID), now, hint)
+	switch err := e.err; {
 	case errors.Is(err, ErrNoProcess):
 		p.Flags |= FlagNoSuchProcess
-		return
+		return e
 	case err != nil:
 		p.Flags |= FlagNoPermission
-		return
+		return e
 	}
 	st := e.stat
 	p.Comm, p.StartTime, p.PPID, p.State = st.Comm, st.StartTime, st.PPID, st.State
@@ -457,6 +603,7 @@ func (s *Sampler) enrich(p *Process, now time.Time) {
 	if s.orphaned(e, now) {
 		p.Flags |= FlagOrphaned
 	}
+	return e
 }
 
 func isJupyter(cmd []string) bool {

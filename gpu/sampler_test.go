@@ -194,25 +194,41 @@ func TestProcCache(t *testing.T) {
 	var s Sampler
 	s.cache = c
 	p := Process{PID: 200}
-	s.enrich(&p, now)
-	s.enrich(&p, now.Add(500*time.Millisecond)) // within refresh: no read
+	h := s.enrich(&p, now, nil)                        // the entry, passed back as the next hint
+	h = s.enrich(&p, now.Add(500*time.Millisecond), h) // within refresh: no read
 	if f.statReads[200] != 1 || f.detailsReads[200] != 1 {
 		t.Fatalf("reads after two lookups in one refresh: stat %d details %d", f.statReads[200], f.detailsReads[200])
 	}
-	s.enrich(&p, now.Add(2*time.Second)) // refresh: stat again, details cached
+	h = s.enrich(&p, now.Add(2*time.Second), h) // refresh: stat again, details cached
 	if f.statReads[200] != 2 || f.detailsReads[200] != 1 {
 		t.Fatalf("after refresh: stat %d details %d, want 2 1", f.statReads[200], f.detailsReads[200])
 	}
 	// PID reuse: a new start time means a new process, read afresh.
 	f.stats[200] = ProcStat{PID: 200, PPID: 100, Session: 100, Comm: "python", State: "S", StartTicks: 99}
 	p = Process{PID: 200}
-	s.enrich(&p, now.Add(4*time.Second))
+	h = s.enrich(&p, now.Add(4*time.Second), h)
 	if f.detailsReads[200] != 2 || p.Cmdline[1] != "99" {
 		t.Errorf("PID reuse not detected: details reads %d, cmdline %v", f.detailsReads[200], p.Cmdline)
+	}
+	if c.m[200] != h || h.dropped {
+		t.Errorf("the hint returned is not the cache's entry")
 	}
 	c.prune(now.Add(time.Hour), map[int]bool{200: true})
 	if _, ok := c.m[200]; !ok || len(c.m) != 1 {
 		t.Errorf("prune kept %d entries, want only the live pid", len(c.m))
+	}
+	// A hint the cache replaced is not used: the PID's new process is read.
+	f.stats[200] = ProcStat{PID: 200, PPID: 100, Session: 100, Comm: "python", State: "S", StartTicks: 123}
+	old := h
+	p = Process{PID: 200}
+	h = s.enrich(&p, now.Add(2*time.Hour), old) // refresh: new start time, entry replaced
+	if !old.dropped || h == old || p.Cmdline[1] != "123" {
+		t.Fatalf("replaced entry: old dropped %v, same entry %v, cmdline %v", old.dropped, h == old, p.Cmdline)
+	}
+	old.checked = now.Add(2 * time.Hour) // fresh by its time: only dropped tells
+	p = Process{PID: 200}
+	if s.enrich(&p, now.Add(2*time.Hour), old); p.Cmdline[1] != "123" {
+		t.Errorf("a dropped hint was used: cmdline %v", p.Cmdline)
 	}
 }
 
@@ -238,13 +254,13 @@ func TestOrphanRule(t *testing.T) {
 			f := newFakeProcs()
 			s := Sampler{cache: newProcCache(f, time.Second)}
 			p := Process{PID: 200}
-			s.enrich(&p, time.Unix(0, 0))
+			s.enrich(&p, time.Unix(0, 0), nil)
 			if p.Flags&FlagOrphaned != 0 {
 				t.Fatalf("orphaned before the change")
 			}
 			tt.change(f)
 			p = Process{PID: 200}
-			s.enrich(&p, time.Unix(10, 0))
+			s.enrich(&p, time.Unix(10, 0), nil)
 			if got := p.Flags&FlagOrphaned != 0; got != tt.want {
 				t.Errorf("orphaned = %v, want %v", got, tt.want)
 			}
@@ -255,7 +271,7 @@ func TestOrphanRule(t *testing.T) {
 	f.stats[200] = ProcStat{PID: 200, PPID: 1, Session: 200, Comm: "python", State: "S", StartTicks: 7}
 	s := Sampler{cache: newProcCache(f, time.Second)}
 	p := Process{PID: 200}
-	s.enrich(&p, time.Unix(0, 0))
+	s.enrich(&p, time.Unix(0, 0), nil)
 	if p.Flags&FlagOrphaned != 0 {
 		t.Error("session leader under init flagged orphaned")
 	}

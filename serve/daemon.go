@@ -252,6 +252,11 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
 		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[procKey]*procTrack{}, names: map[gpu.Flags][]string{},
 	}
+	// The statistics channel at most once a second (its writers publish
+	// every 100 ms at most, and each read opens every file): half an
+	// interval less, so that at intervals of a second or more every sample
+	// still reads it despite the ticker's jitter.
+	d.sampler.SetChannelRefresh(channelRefresh - o.Config.Interval/2)
 	d.w = newWriter(st, d.log)
 	d.coll = metrics.New(metrics.Options{Hostname: d.hostname, TopN: o.Config.TopN, Now: o.Now, MaxAge: max(metrics.DefaultMaxAge, 3*o.Config.Interval), Workload: o.Workload})
 	d.reg = prometheus.NewRegistry()
@@ -348,6 +353,10 @@ func (d *Daemon) DB() string { return d.st.Path() }
 
 // Devices are the sampled GPUs.
 func (d *Daemon) Devices() []gpu.Identity { return d.ids }
+
+// channelRefresh is how often the daemon reads the statistics channel at
+// most (gpu.SamplerOptions.ChannelRefresh).
+const channelRefresh = time.Second
 
 // Run samples every Config.Interval until ctx ends, then writes the last
 // partial history interval and stops its helpers; it returns nil after a
