@@ -208,8 +208,8 @@ func (p *watchPrinter) keep(ps *gpu.ProcessStat) bool {
 
 // Column widths of the table.
 const (
-	colTime, colGPU, colPID, colBytes, colSamples = 12, 4, 8, 11, 7
-	tableTime                                     = "15:04:05.000"
+	colTime, colGPU, colPID, colBytes, colSamples, colFrag = 12, 4, 8, 11, 7, 5
+	tableTime                                              = "15:04:05.000"
 )
 
 // header writes what comes before the first interval.
@@ -235,6 +235,8 @@ func (p *watchPrinter) header() error {
 				b = append(b, ' ')
 				b = padLeft(append(b, name...), len(b), colBytes)
 			}
+			b = append(b, ' ')
+			b = padLeft(append(b, "FRAG"...), len(b), colFrag)
 		}
 		b = append(b, '\n')
 	case "csv":
@@ -294,6 +296,15 @@ func (p *watchPrinter) table(b []byte, iv *gpu.Interval) []byte {
 				}
 				b = padLeft(b, start, colBytes)
 			}
+			b = append(b, ' ')
+			start := len(b)
+			if alloc == nil {
+				b = append(b, '-')
+			} else {
+				b = strconv.AppendFloat(b, alloc.Fragmentation()*100, 'f', 0, 64)
+				b = append(b, '%')
+			}
+			b = padLeft(b, start, colFrag)
 		}
 		return append(b, '\n')
 	}

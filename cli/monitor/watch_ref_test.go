@@ -33,18 +33,19 @@ func refPrint(w io.Writer, format string, processes bool, pids []uint32, info gp
 		}
 		fmt.Fprintf(w, "%-12s %4s %8s %11s %11s %11s %11s %7s", "TIME", "GPU", "PID", "USED", "MIN", "MAX", "MEAN", "SAMPLES")
 		if processes {
-			fmt.Fprintf(w, " %11s %11s", "ALLOCATED", "RESERVED")
+			fmt.Fprintf(w, " %11s %11s %5s", "ALLOCATED", "RESERVED", "FRAG")
 		}
 		fmt.Fprintln(w)
 		row := func(t time.Time, gpuIdx int, pid string, st gpu.Stat, alloc *statchan.Record) {
 			fmt.Fprintf(w, "%-12s %4d %8s %11s %11s %11s %11s %7d", t.Format("15:04:05.000"), gpuIdx, pid,
 				units.FormatBytes(st.Last), units.FormatBytes(st.Min), units.FormatBytes(st.Max), units.FormatBytes(st.Mean()), st.N)
 			if processes {
-				a, r := "-", "-"
+				a, r, f := "-", "-", "-"
 				if alloc != nil {
 					a, r = units.FormatBytes(uint64(alloc.Allocated)), units.FormatBytes(uint64(alloc.Reserved))
+					f = fmt.Sprintf("%.0f%%", alloc.Fragmentation()*100)
 				}
-				fmt.Fprintf(w, " %11s %11s", a, r)
+				fmt.Fprintf(w, " %11s %11s %5s", a, r, f)
 			}
 			fmt.Fprintln(w)
 		}
