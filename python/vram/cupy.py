@@ -27,6 +27,7 @@ except ImportError as _e:
 import threading
 
 import vram
+from vram import _stats as _stats_module
 
 __all__ = [
     "install", "installed", "OutOfMemoryError", "device_index",
@@ -105,37 +106,15 @@ def device_index(device=None, what="device"):
     return vram._device(device, what)
 
 
-def memory_stats(device=None):
-    """torch.cuda.memory_stats()'s keys for vram's allocator on device."""
-    return vram.memory_stats(device_index(device, "memory_stats"))
-
-
-def memory_allocated(device=None):
-    return memory_stats(device).get("allocated_bytes.all.current", 0)
-
-
-def max_memory_allocated(device=None):
-    return memory_stats(device).get("allocated_bytes.all.peak", 0)
-
-
-def memory_reserved(device=None):
-    return memory_stats(device).get("reserved_bytes.all.current", 0)
-
-
-def max_memory_reserved(device=None):
-    return memory_stats(device).get("reserved_bytes.all.peak", 0)
-
-
-def reset_peak_memory_stats(device=None):
-    vram.reset_peak_memory_stats(device_index(device, "reset_peak_memory_stats"))
-
-
-def reset_accumulated_memory_stats(device=None):
-    vram.reset_accumulated_memory_stats(device_index(device, "reset_accumulated_memory_stats"))
-
-
-def memory_summary(device=None, abbreviated=False):
-    return vram.memory_summary(device_index(device, "memory_summary"), abbreviated=abbreviated)
+_stats = _stats_module.Stats(device_index)
+memory_stats = _stats.memory_stats
+memory_allocated = _stats.memory_allocated
+max_memory_allocated = _stats.max_memory_allocated
+memory_reserved = _stats.memory_reserved
+max_memory_reserved = _stats.max_memory_reserved
+reset_peak_memory_stats = _stats.reset_peak_memory_stats
+reset_accumulated_memory_stats = _stats.reset_accumulated_memory_stats
+memory_summary = _stats.memory_summary
 
 
 def empty_cache():
