@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -56,22 +55,10 @@ type crashResult struct {
 }
 
 func runCrash(ctx context.Context, o crashOptions) (*crashResult, error) {
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("output directory: %w", err)
-	}
-	cfg := filepath.Join(o.Out, "config.yaml")
-	if err := os.WriteFile(cfg, runConfig(o.Spec.Interval, o.HistoryInterval), 0o644); err != nil {
-		return nil, fmt.Errorf("write configuration: %w", err)
-	}
-	o.Spec.Config = cfg
-	if o.Spec.DB == "" {
-		o.Spec.DB = filepath.Join(o.Out, "history.db")
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(o.Spec.DB + suffix)
-	}
 	o.Spec.Log = filepath.Join(o.Out, "daemon.log")
-	os.Remove(o.Spec.Log)
+	if err := prepareRun(o.Out, &o.Spec, o.HistoryInterval); err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0))
 	res := &crashResult{Command: o.Spec.commandLine(), Seed: o.Seed, HistoryInterval: o.HistoryInterval}
 	var prev *life

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -306,4 +307,28 @@ func (c *sseClient) stats() sseStats {
 		s.Err = c.err.Error()
 	}
 	return s
+}
+
+// prepareRun makes the output directory out, writes the daemon's
+// configuration there and points spec at it, and starts the run from an
+// empty history file and log (spec.DB and spec.Log default to files in out).
+func prepareRun(out string, spec *daemonSpec, historyInterval time.Duration) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	spec.Config = filepath.Join(out, "config.yaml")
+	if err := os.WriteFile(spec.Config, runConfig(spec.Interval, historyInterval), 0o644); err != nil {
+		return fmt.Errorf("write configuration: %w", err)
+	}
+	if spec.DB == "" {
+		spec.DB = filepath.Join(out, "history.db")
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(spec.DB + suffix)
+	}
+	if spec.Log == "" {
+		spec.Log = filepath.Join(out, "daemon.log")
+	}
+	os.Remove(spec.Log)
+	return nil
 }

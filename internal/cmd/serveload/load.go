@@ -89,24 +89,9 @@ func (r *loadResult) problem(format string, a ...any) {
 }
 
 func runLoad(ctx context.Context, o loadOptions) (*loadResult, error) {
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("output directory: %w", err)
+	if err := prepareRun(o.Out, &o.Spec, o.HistoryInterval); err != nil {
+		return nil, err
 	}
-	cfg := filepath.Join(o.Out, "config.yaml")
-	if err := os.WriteFile(cfg, runConfig(o.Spec.Interval, o.HistoryInterval), 0o644); err != nil {
-		return nil, fmt.Errorf("write configuration: %w", err)
-	}
-	o.Spec.Config = cfg
-	if o.Spec.DB == "" {
-		o.Spec.DB = filepath.Join(o.Out, "history.db")
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(o.Spec.DB + suffix)
-	}
-	if o.Spec.Log == "" {
-		o.Spec.Log = filepath.Join(o.Out, "daemon.log")
-	}
-	os.Remove(o.Spec.Log)
 	r := &loadResult{Command: o.Spec.commandLine(), HistoryInterval: o.HistoryInterval, Events: !o.NoEvents}
 
 	d, err := startDaemon(o.Spec)
