@@ -216,10 +216,7 @@ func (a *Allocator) SetCap(maxBytes uint64, maxFraction float64) error {
 	defer a.mu.Unlock()
 	a.setCapLocked(maxBytes, maxFraction)
 	if a.pg != nil {
-		a.pg.maxChunk = max(roundUp(maxChunkBytes, a.pg.gran), a.pg.gran)
-		if a.capBytes < a.total {
-			a.pg.boundChunks(a.capBytes)
-		}
+		a.setPagedRegimeLocked(forceFine || a.capBytes < a.total || a.pg.deviceFull)
 	}
 	return nil
 }

@@ -186,25 +186,47 @@
 //     (any stream, after waiting for that stream when the backend can:
 //     cuMemUnmap does not wait for work in flight), one MemUnmap and one
 //     MemMap each; only for the rest, MemCreate new chunks. One
-//     MemSetAccess covers the run. New physical memory is created only
-//     when idle chunks cannot cover the request, so reserved memory grows
-//     only when every chunk holds a live block; the waste is the idle
-//     pages of chunks that a live block still uses.
+//     MemSetAccess covers the run. In the fine regime (below) new physical
+//     memory is created only when idle chunks cannot cover the request, so
+//     reserved memory grows only when every chunk holds a live block; the
+//     waste is the idle pages of chunks that a live block still uses. In
+//     the coarse regime memory is created outright while the reserve stays
+//     within 3 % of the active peak, and idle chunks move only beyond that.
 //
 // Chunks. Physical memory is created in chunks: one MemCreate of several
 // pages, mapped by one MemMap. The driver maps a physical allocation from
 // its start and unmaps only whole mappings, so a chunk moves or goes back
-// to the device only when all of its pages are idle. Growth creates the
-// shortfall rounded up to pages, ahead by up to 20 MiB once the large
-// pool holds 64 times that, in chunks of at most 20 MiB (PyTorch's
-// expandable segments map 20 MiB pages in the large pool), and of at
-// most 1/256 of the most the large pool has held (at least one page): a
-// job of 5 GiB or more grows in 20 MiB chunks, a smaller one in chunks of
-// a few pages. A chunk pinned by one live block then costs the same share
-// of every job; with 20 MiB chunks for all, a 1.5 GiB KV-cache generation
-// job lost 9 % of its reserve to pinned chunks (reserved/live 1.092, and
-// 1.021 with the bound, on the simulated device), at the price of more
-// driver calls for small jobs (docs/alloc.md has the figures).
+// to the device only when all of its pages are idle. Small chunks pin
+// less (a live block holds only its own chunk's idle pages) but cost two
+// driver calls each; large ones cost few calls and pin more. No single
+// size wins both, so the mode has two regimes:
+//
+//   - coarse (no cap below the device's memory, the device never found
+//     full): growth creates the shortfall, at least 20 MiB, in chunks of up
+//     to 64 MiB, and creates memory rather than moving idle chunks while
+//     the large pool's reserve stays within 3 % of its peak of active
+//     bytes (a move costs as many calls as a growth, and a wait for the
+//     stream besides). On the recorded traces this makes fewer driver calls
+//     than PyTorch's expandable segments, counted exactly with CUPTI on an
+//     H200 (leak_retained_graph 98 against 117, lstm_varlen 274 against
+//     586, model_switch 170 against 459, resnet_varbatch 786 against 1,360),
+//     at reserved/live 1.011-1.036 on the simulated device.
+//   - fine (a cap below the device's memory, or after MemCreate found the
+//     device full): growth creates the shortfall rounded up to pages, ahead
+//     by up to 20 MiB once the large pool holds 64 times that, in chunks of
+//     at most 20 MiB and of at most 1/256 of the most the large pool has
+//     held (sizeShare): a job of 5 GiB or more grows in 20 MiB chunks, a
+//     smaller one in chunks of a few pages, and idle chunks move before any
+//     memory is created. A pinned chunk then costs the same small share of
+//     every job: reserved/live 1.005-1.013 on the recorded traces and the
+//     smallest capacity within 1.013 × live, at 4 to 11 times the driver
+//     calls of the coarse regime.
+//
+// The alternatives measured on the seven traces (docs/alloc.md, "Two
+// regimes"): 20 MiB chunks for every job (1.6 times expandable segments'
+// calls, a KV-cache job at 1.076), chunks bounded by the job's size for
+// every job (up to 11 times their calls), and larger coarse chunks (128 MiB
+// and more: fewer calls, up to 1.19 on lstm_varlen).
 //  4. Cap or device full: wait for pending frees, search again, release the
 //     small pool's cached segments, try again, then report out of memory
 //     (OutOfMemoryError.PageMapped says why fragmentation is not the cause).
@@ -212,7 +234,8 @@
 // Chunks under memory pressure. A live block pins the idle pages of its
 // chunk, and the chunks that end up pinned are often made in a job's
 // first allocations, long before memory is tight. So with a cap below
-// the device's memory, a new chunk holds at most 1/512 of the cap
+// the device's memory (the fine regime from the first growth), a new
+// chunk holds at most 1/512 of the cap
 // (rounded to the nearest page, at least one): a pinned chunk then costs
 // at most 0.2 % of the cap, and the smallest capacity of the four
 // recorded traces drops to 1.001–1.009 × their live peak (simulated
@@ -220,8 +243,9 @@
 // below 10 GiB (20 MiB chunks stay from there up). When MemCreate finds the device out of memory, the same bound is
 // taken from what the allocator holds plus what the device has left,
 // growth stops ahead of need, and what is still needed is asked for in
-// the smaller chunks; that bound only shrinks and lasts until Close.
-// Without a cap, on a device with room, nothing changes.
+// the smaller chunks; that bound only shrinks and lasts until Close, and
+// the fine regime stays whatever the cap. Chunks made in the coarse regime
+// before the device filled keep their size.
 //
 // Small requests keep the small pool (2 MiB segments from Device.Malloc);
 // when the small pool hits the cap, idle pages are released for it.

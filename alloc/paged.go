@@ -64,6 +64,23 @@ var chunkShare uint64 = 512
 // traces). 0 turns the bound off.
 var sizeShare uint64 = 256
 
+// coarseMaxChunkBytes is the most one MemCreate creates while there is no
+// memory pressure (no cap below the device's memory, the device never
+// found full): the coarse regime, in which a job grows as PyTorch's
+// expandable segments do, in few large steps, and driver calls are as few
+// as theirs or fewer (docs/alloc.md, "Two regimes").
+var coarseMaxChunkBytes uint64 = 64 << 20
+
+// forceFine makes every new allocator start in the fine regime (tests of
+// its mechanics without a cap).
+var forceFine = false
+
+// coarseGrowSlack is how far, in the coarse regime, the large pool's
+// reserve may grow above the most it has had active by creating memory
+// outright instead of moving idle chunks: a move costs as many driver
+// calls as a growth, and a wait for the stream besides.
+var coarseGrowSlack = 0.03
+
 // streamSynchronizer is implemented by backends that can wait for the work
 // queued on one stream (cuStreamSynchronize). Pages are unmapped only after
 // the streams that used them are idle: unlike cuMemFree, cuMemUnmap does not
@@ -84,6 +101,18 @@ type pagedState struct {
 	window   uint64 // allocations per release window; 0: no automatic release
 	chunk    uint64 // least bytes one growth creates (growChunkBytes in pages)
 	maxChunk uint64 // most bytes of one chunk (maxChunkBytes in pages)
+
+	// fine is the regime under memory pressure (a cap below the device's
+	// memory, or the device found full): small chunks, bounded by the
+	// job's size (sizeShare) and by the memory it may hold (chunkShare),
+	// growth close to need, and idle chunks moved before any is created.
+	// Otherwise the coarse regime: chunks of up to coarseMaxChunkBytes, 20
+	// MiB growth ahead of need, and memory created rather than moved while
+	// the reserve stays within coarseGrowSlack of the active peak.
+	fine bool
+	// deviceFull records that MemCreate once found the device out of
+	// memory: the fine regime stays whatever the cap.
+	deviceFull bool
 
 	winStart uint64                // allocation number at the start of the current window
 	winPeak  [releaseHorizon]int64 // large-pool active bytes peak of the last windows, this one at winIdx
@@ -156,12 +185,25 @@ func (a *Allocator) initPagedLocked() error {
 	}
 	pg.vaSize = roundUp(max(a.total, g)*arenaVAFactor, g)
 	pg.chunk = max(roundUp(growChunkBytes, g), g)
+	a.pg = pg
+	a.setPagedRegimeLocked(forceFine || a.capBytes < a.total)
+	return nil
+}
+
+// setPagedRegimeLocked chooses the fine regime (memory pressure) or the
+// coarse one and sets the most bytes of one new chunk accordingly.
+func (a *Allocator) setPagedRegimeLocked(fine bool) {
+	pg := a.pg
+	g := pg.gran
+	pg.fine = fine
+	if !fine {
+		pg.maxChunk = max(roundUp(coarseMaxChunkBytes, g), g)
+		return
+	}
 	pg.maxChunk = max(roundUp(maxChunkBytes, g), g)
 	if a.capBytes < a.total {
 		pg.boundChunks(a.capBytes)
 	}
-	a.pg = pg
-	return nil
 }
 
 // boundChunks lowers the most bytes of one new chunk to 1/chunkShare of
@@ -182,6 +224,10 @@ func (pg *pagedState) boundChunks(capacity uint64) {
 // what the device has left, and new chunks are bounded by that from now
 // on. When the device cannot say, the bound stays as it was.
 func (a *Allocator) deviceFullLocked() {
+	a.pg.deviceFull = true
+	if !a.pg.fine {
+		a.setPagedRegimeLocked(true)
+	}
 	free, _, err := a.dev.MemInfo()
 	if err != nil {
 		return
@@ -574,7 +620,11 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	pg.synced = pg.synced[:0]
 	lo, room := p.u.addr, p.u.size
 	cands, idle := a.idleChunksLocked(p.start/g*g, roundUp(p.runEnd, g))
-	picks, moved := pickChunks(cands, need, room, p.u.stream)
+	var picks []idleChunk
+	var moved uint64
+	if !a.growFreelyLocked(need) {
+		picks, moved = pickChunks(cands, need, room, p.u.stream)
+	}
 	var short, create uint64
 	if moved < need {
 		short = need - moved
@@ -590,7 +640,10 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		// Grow ahead by up to pg.chunk, but by no more than 1/64 of what
 		// the large pool holds, so that a small job's reserve stays close
 		// to its live bytes.
-		ahead := min(pg.chunk, roundUp(uint64(a.st.s[statReservedBytes][poolLarge+1].Current)/64, g))
+		ahead := pg.chunk
+		if pg.fine {
+			ahead = min(pg.chunk, roundUp(uint64(a.st.s[statReservedBytes][poolLarge+1].Current)/64, g))
+		}
 		create = min(max(short, ahead), room-moved, (a.capBytes-r)/g*g)
 	}
 	hand, err := a.unmapChunksLocked(picks)
@@ -599,8 +652,9 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	}
 	var growErr error
 	bound := ^uint64(0) // by the job's size (sizeShare); pg.maxChunk may shrink in the loop
-	if sizeShare > 0 {
-		peak := uint64(a.st.s[statReservedBytes][poolLarge+1].Peak)
+	if sizeShare > 0 && pg.fine {
+		st := a.st.s[statReservedBytes][poolLarge+1]
+		peak := uint64(st.Peak)
 		bound = max((peak/sizeShare+g/2)/g*g, g)
 	}
 	for created := uint64(0); created < create; {
@@ -665,6 +719,19 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		return p.u, nil // merged with its mapped free neighbours: starts at p.start
 	}
 	return nil, fmt.Errorf("alloc: page-mapped placement at %#x mapped nothing (internal error)", p.start)
+}
+
+// growFreelyLocked reports whether need more mapped bytes may be created
+// outright, without moving idle chunks: in the coarse regime, while the
+// large pool's reserve stays within coarseGrowSlack of the most it has had
+// active, counting this request.
+func (a *Allocator) growFreelyLocked(need uint64) bool {
+	if a.pg.fine || coarseGrowSlack <= 0 {
+		return false
+	}
+	res := a.st.s[statReservedBytes][poolLarge+1].Current
+	peak := max(a.st.s[statActiveBytes][poolLarge+1].Peak, a.st.s[statActiveBytes][poolLarge+1].Current+int64(need))
+	return float64(res+int64(need)) <= (1+coarseGrowSlack)*float64(peak)
 }
 
 // markMappedLocked records that pages [u.addr, at) of unmapped block u are

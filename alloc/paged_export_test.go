@@ -197,3 +197,27 @@ func (a *Allocator) MaxChunkBytes() uint64 {
 	}
 	return a.pg.maxChunk
 }
+
+// SetCoarse sets the coarse regime's most bytes of one chunk and its grow
+// slack for the duration of a test.
+func SetCoarse(maxChunk uint64, slack float64) (restore func()) {
+	oldMax, oldSlack := coarseMaxChunkBytes, coarseGrowSlack
+	coarseMaxChunkBytes, coarseGrowSlack = maxChunk, slack
+	return func() { coarseMaxChunkBytes, coarseGrowSlack = oldMax, oldSlack }
+}
+
+// ForceFine makes allocators created until restore start in the fine
+// regime of the page-mapped mode, as under a cap. Not safe while other
+// tests create allocators.
+func ForceFine() (restore func()) {
+	old := forceFine
+	forceFine = true
+	return func() { forceFine = old }
+}
+
+// FineRegime reports whether the page-mapped mode is in its fine regime.
+func (a *Allocator) FineRegime() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pg != nil && a.pg.fine
+}

@@ -2,6 +2,7 @@ package alloc_test
 
 import (
 	"errors"
+	"maps"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -22,9 +23,9 @@ func (w *wholeVMM) chunkSizes() map[uint64]int {
 	return out
 }
 
-// With a cap, one chunk holds at most 1/512 of it, rounded to the nearest
-// page; without one, or with one above the device's memory, chunks keep
-// their 20 MiB.
+// With a cap, the fine regime: one chunk holds at most 20 MiB and at most
+// 1/512 of the cap, rounded to the nearest page; without one, or with one
+// above the device's memory, the coarse regime's 64 MiB chunks.
 func TestPagedChunkBoundFromCap(t *testing.T) {
 	const dev = 141 * giB
 	tests := []struct {
@@ -35,8 +36,8 @@ func TestPagedChunkBoundFromCap(t *testing.T) {
 		off   bool   // the bound turned off
 		want  uint64
 	}{
-		{name: "no cap", conf: "page_mapped:true", want: 20 * miB},
-		{name: "cap above the device", conf: "page_mapped:true,max_bytes:200GiB", want: 20 * miB},
+		{name: "no cap", conf: "page_mapped:true", want: 64 * miB},
+		{name: "cap above the device", conf: "page_mapped:true,max_bytes:200GiB", want: 64 * miB},
 		{name: "cap of 10 GiB", conf: "page_mapped:true,max_bytes:10GiB", want: 20 * miB},
 		{name: "cap of 5 GiB", conf: "page_mapped:true,max_bytes:5GiB", want: 10 * miB},
 		{name: "cap of 4.9 GiB rounds to the nearest page", conf: "page_mapped:true,max_bytes:5017MiB", want: 10 * miB},
@@ -69,21 +70,25 @@ func TestPagedChunkBoundFromCap(t *testing.T) {
 			if got := a.MaxChunkBytes(); got != tt.want {
 				t.Errorf("%s: chunks of at most %d KiB, want %d KiB", tt.conf, got>>10, tt.want>>10)
 			}
+			if fine, want := a.FineRegime(), cfg.MaxBytes != 0 && cfg.MaxBytes < dev || cfg.MaxFraction != 0; fine != want {
+				t.Errorf("%s: fine regime %v, want %v", tt.conf, fine, want)
+			}
 		})
 	}
 }
 
 // Under a 2 GiB cap a growth creates 4 MiB chunks; the same growth
-// without a cap creates 20 MiB chunks: the bound changes nothing else.
+// without a cap creates the coarse regime's chunks of up to 64 MiB.
 func TestPagedCapChunksGrowth(t *testing.T) {
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	for _, tt := range []struct {
-		name            string
-		maxBytes        uint64
-		creates, chunks uint64
+		name     string
+		maxBytes uint64
+		creates  uint64
+		sizes    map[uint64]int
 	}{
-		{"no cap", 0, 5, 20 * miB},
-		{"2 GiB cap", 2 * giB, 25, 4 * miB},
+		{"no cap", 0, 2, map[uint64]int{64 * miB: 1, 36 * miB: 1}},
+		{"2 GiB cap", 2 * giB, 25, map[uint64]int{4 * miB: 25}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWholeVMM(sim.MustNew(sim.Config{Capacity: 16 * giB}))
@@ -98,8 +103,8 @@ func TestPagedCapChunksGrowth(t *testing.T) {
 			if c := w.Calls(); c.MemCreate != tt.creates || c.MemMap != tt.creates || c.MemSetAccess != 1 {
 				t.Errorf("100 MiB: %d MemCreate, %d MemMap, %d MemSetAccess; want %d, %d, 1", c.MemCreate, c.MemMap, c.MemSetAccess, tt.creates, tt.creates)
 			}
-			if sizes := w.chunkSizes(); len(sizes) != 1 || sizes[tt.chunks] != int(tt.creates) {
-				t.Errorf("chunk sizes %v, want %d of %d MiB", sizes, tt.creates, tt.chunks/miB)
+			if sizes := w.chunkSizes(); !maps.Equal(sizes, tt.sizes) {
+				t.Errorf("chunk sizes %v, want %v", sizes, tt.sizes)
 			}
 			mustFree(t, a, p)
 			if err := a.Close(); err != nil {
@@ -156,8 +161,8 @@ func TestPagedDeviceFullBoundsChunks(t *testing.T) {
 			}
 			base := mustMalloc(t, a, 1280*miB, 0) // from now on growth creates 20 MiB ahead
 			fill(t, d, base+1280*miB-4096, 4096, 1)
-			if got := a.MaxChunkBytes(); got != 20*miB {
-				t.Fatalf("before: chunks of %d MiB, want 20", got/miB)
+			if got := a.MaxChunkBytes(); got != 64*miB || a.FineRegime() {
+				t.Fatalf("before: chunks of %d MiB, fine regime %v; want the coarse regime's 64", got/miB, a.FineRegime())
 			}
 			before := w.chunkSizes()
 			c0 := d.Calls()
@@ -191,9 +196,9 @@ func TestPagedDeviceFullBoundsChunks(t *testing.T) {
 			if got := a.MaxChunkBytes(); got != tt.wantBound {
 				t.Errorf("later: chunks of %d KiB, want %d KiB", got>>10, tt.wantBound>>10)
 			}
-			for n := range w.chunkSizes() {
-				if n > 20*miB || (n > tt.wantBound && before[n] == 0) {
-					t.Errorf("a chunk of %d KiB after the bound became %d KiB", n>>10, tt.wantBound>>10)
+			for n, k := range w.chunkSizes() {
+				if n > tt.wantBound && k > before[n] {
+					t.Errorf("%d chunks of %d KiB made after the bound became %d KiB", k-before[n], n>>10, tt.wantBound>>10)
 				}
 			}
 			for _, x := range []uint64{p, q, base} {
@@ -405,6 +410,7 @@ func TestPagedPressurePropertyRandomOps(t *testing.T) {
 // A small job's chunks are small, a large job's 20 MiB (sizeShare): the
 // bound follows the most the large pool has held.
 func TestPagedChunksFollowTheJobsSize(t *testing.T) {
+	defer alloc.ForceFine()() // sizeShare bounds the fine regime's chunks
 	dev := sim.MustNew(sim.Config{Capacity: 64 << 30})
 	cfg, err := alloc.ParseConfig("page_mapped:true")
 	if err != nil {

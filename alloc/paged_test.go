@@ -55,6 +55,7 @@ func TestPagedNeedsVirtualMemory(t *testing.T) {
 // Freed pages stay mapped and serve the next request of any size that
 // fits them without a device call.
 func TestPagedCachedReuse(t *testing.T) {
+	defer alloc.ForceFine()() // the fine regime's growth and moves, without a cap
 	a, d := newAlloc(t, giB, paged)
 	var ps []uint64
 	for range 8 {
@@ -124,6 +125,7 @@ func TestPagedRemapIdlePages(t *testing.T) {
 
 // Physical memory is created only for what idle chunks cannot cover.
 func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
+	defer alloc.ForceFine()()     // the fine regime's growth and moves, without a cap
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	a, d := newAlloc(t, giB, paged)
 	x := mustMalloc(t, a, 20*miB, 0)
@@ -144,6 +146,7 @@ func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
 // Growth creates what is missing in chunks of at most 20 MiB, and grows
 // ahead to 20 MiB once the large pool holds 64 × that; the cap limits it.
 func TestPagedGrowthChunks(t *testing.T) {
+	defer alloc.ForceFine()()     // the fine regime's growth and moves, without a cap
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	t.Run("a large request", func(t *testing.T) {
 		a, d := newAlloc(t, 4*giB, paged)
@@ -298,6 +301,7 @@ func TestPagedEmptyCache(t *testing.T) {
 // The release policy: idle pages that 16 windows did not need go back,
 // in one batch; a workload that keeps returning to its peak keeps them.
 func TestPagedReleasePolicy(t *testing.T) {
+	defer alloc.ForceFine()()     // the fine regime's growth and moves, without a cap
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	cfg := paged
 	cfg.PageReleaseWindow = 64
@@ -714,7 +718,7 @@ func Example_pageMapped() {
 	cfg, _ := alloc.ParseConfig("page_mapped:true")
 	a, _ := alloc.New(dev, cfg)
 	var ps []uint64
-	for range 4 { // 20 MiB each: in ten 2 MiB chunks, as the job is small
+	for range 4 { // 20 MiB each, one chunk each: no cap, so large chunks
 		p, _ := a.Malloc(20<<20, 0)
 		ps = append(ps, p)
 	}
@@ -726,5 +730,5 @@ func Example_pageMapped() {
 	fmt.Printf("reserved %d MiB, chunks created %d, mapped %d, unmapped %d\n",
 		s.ReservedBytes.All.Current>>20, s.NumDeviceAlloc, s.NumMemMap, s.NumMemUnmap)
 	a.Free(p)
-	// Output: reserved 80 MiB, chunks created 40, mapped 60, unmapped 20
+	// Output: reserved 80 MiB, chunks created 4, mapped 6, unmapped 2
 }

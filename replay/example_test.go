@@ -58,7 +58,7 @@ func ExampleMeasure() {
 	// roundup4 reserved/live 1.343  min capacity/live 1.137
 	// maxsplit reserved/live 1.147  min capacity/live 1.060
 	// gc       reserved/live 1.147  min capacity/live 1.058
-	// paged    reserved/live 1.010  min capacity/live 1.010
+	// paged    reserved/live 1.048  min capacity/live 1.011
 }
 
 func ExampleParsePolicies() {
