@@ -19,9 +19,9 @@ import (
 // and reserved, their ratio, the smallest capacity that completes over
 // live, the allocation-related device calls without a cap, under a cap of
 // 1.05 × live and under the smallest capacity, and the host time per
-// operation. "paged, no bound" is the page-mapped mode without the chunk
-// bound under pressure (chunkShare 0, as before it existed), in the same
-// run. It is skipped without the variable; docs/alloc.md gives the command
+// operation. "paged" is the page-mapped mode as it runs (the coarse regime
+// without a cap, the fine one under the caps); "paged, fine" keeps the
+// fine regime without a cap too, in the same run. It is skipped without the variable; docs/alloc.md gives the command
 // and the figures. VRAM_GROW_CHUNK_MIB sets the least memory one
 // page-mapped growth creates and VRAM_MAX_CHUNK_MIB the most one physical
 // allocation holds (both 20 MiB by default).
@@ -67,19 +67,22 @@ func TestPagedReplayTraces(t *testing.T) {
 	}
 	type mode struct {
 		name, conf string
-		share      uint64 // chunkShare during the mode's passes
+		fine       bool // the fine regime without a cap too (ForceFine)
 	}
 	modes := []mode{
-		{"default", "", 0},
-		{"paged, no bound", "page_mapped:true", 0},
-		{"paged", "page_mapped:true", 512},
+		{"default", "", false},
+		{"paged", "page_mapped:true", false},
+		{"paged, fine", "page_mapped:true", true},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| trace | mode | live MiB | reserved MiB | reserved/live | min capacity/live | MemCreate+Malloc | MemMap | MemUnmap | all calls | calls, cap 1.05 × live | calls, cap = min capacity | ns/op p50 | p99 |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, tr := range traces {
 		for _, m := range modes {
-			restore := alloc.SetChunkShare(m.share)
+			restore := func() {}
+			if m.fine {
+				restore = alloc.ForceFine()
+			}
 			dev := replay.SimDevice(141 << 30)
 			rep, err := replay.Measure(tr, replay.Policy{Name: m.name, Conf: m.conf}, replay.MeasureOptions{
 				Device:      dev,
