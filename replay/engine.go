@@ -115,10 +115,47 @@ type DeviceCalls struct {
 	// offers what alloc/cudadev offers); otherwise they are the
 	// allocator's num_device_alloc and num_device_free.
 	FromDevice bool
+	// ByKind splits the same calls by kind; it is known only when
+	// FromDevice is set (zero otherwise).
+	ByKind CallKinds
 }
 
 // Total is Malloc + Free + VMM.
 func (c DeviceCalls) Total() uint64 { return c.Malloc + c.Free + c.VMM }
+
+// CallKinds counts the device calls of each kind that obtain or give back
+// device memory or address space, one field per driver function
+// (cuMemAlloc, cuMemFree, cuMemAddressReserve, cuMemAddressFree,
+// cuMemCreate, cuMemRelease, cuMemMap, cuMemSetAccess, cuMemUnmap), so
+// that they can be set beside another program's counts of the same
+// functions (bench/torchreplay counts PyTorch's with CUPTI).
+type CallKinds struct {
+	Malloc, Free, AddressReserve, AddressFree   uint64
+	MemCreate, MemRelease, MemMap, MemSetAccess uint64
+	MemUnmap                                    uint64
+}
+
+// Total is the sum of all kinds.
+func (k CallKinds) Total() uint64 { return k.Malloc + k.Free + k.VMM() }
+
+// VMM is the sum of the virtual-memory kinds.
+func (k CallKinds) VMM() uint64 {
+	return k.AddressReserve + k.AddressFree + k.MemCreate + k.MemRelease + k.MemMap + k.MemSetAccess + k.MemUnmap
+}
+
+// kindsBetween returns the allocation calls made from before to after.
+func kindsBetween(before, after sim.Calls) CallKinds {
+	return CallKinds{
+		Malloc: after.Malloc - before.Malloc, Free: after.Free - before.Free,
+		AddressReserve: after.AddressReserve - before.AddressReserve,
+		AddressFree:    after.AddressFree - before.AddressFree,
+		MemCreate:      after.MemCreate - before.MemCreate,
+		MemRelease:     after.MemRelease - before.MemRelease,
+		MemMap:         after.MemMap - before.MemMap,
+		MemSetAccess:   after.MemSetAccess - before.MemSetAccess,
+		MemUnmap:       after.MemUnmap - before.MemUnmap,
+	}
+}
 
 // OOM describes where a trace ran out of memory.
 type OOM struct {
@@ -348,14 +385,8 @@ func Replay(src Source, dev alloc.Device, cfg alloc.Config, opt Options) (*Resul
 	res.LeakedBytes = liveNow
 	res.LeakedAllocs = int64(len(lives) + len(orphans))
 	if fromDevice {
-		c := cc.Calls()
-		res.DeviceCalls = DeviceCalls{
-			Malloc: c.Malloc - before.Malloc,
-			Free:   c.Free - before.Free,
-			VMM: c.AddressReserve + c.AddressFree + c.MemCreate + c.MemRelease + c.MemMap + c.MemSetAccess + c.MemUnmap -
-				(before.AddressReserve + before.AddressFree + before.MemCreate + before.MemRelease + before.MemMap + before.MemSetAccess + before.MemUnmap),
-			FromDevice: true,
-		}
+		k := kindsBetween(before, cc.Calls())
+		res.DeviceCalls = DeviceCalls{Malloc: k.Malloc, Free: k.Free, VMM: k.VMM(), FromDevice: true, ByKind: k}
 	} else {
 		res.DeviceCalls = DeviceCalls{Malloc: uint64(res.Stats.NumDeviceAlloc), Free: uint64(res.Stats.NumDeviceFree)}
 	}

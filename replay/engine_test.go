@@ -139,7 +139,7 @@ func TestReplayFileFixture(t *testing.T) {
 			// serves the 4 MiB request.
 			want := Result{Records: 7, Ops: 5, Allocs: 3, Frees: 2, SkippedFailures: 1, UnknownFrees: 1,
 				PeakLiveBytes: 6 * mib, PeakReservedBytes: 22 * mib, LeakedBytes: 2 * mib, LeakedAllocs: 1,
-				DeviceCalls: DeviceCalls{Malloc: 2, FromDevice: true}, DeviceCheck: "device"}
+				DeviceCalls: DeviceCalls{Malloc: 2, FromDevice: true, ByKind: CallKinds{Malloc: 2}}, DeviceCheck: "device"}
 			got.Stats, got.WallSeconds = alloc.Stats{}, 0
 			if *got != want {
 				t.Errorf("got  %+v\nwant %+v", *got, want)
@@ -358,6 +358,14 @@ func TestReplayCountsCallsOfOtherDevices(t *testing.T) {
 		}
 		if conf != "" && b.DeviceCalls.VMM == 0 {
 			t.Errorf("%q: no virtual-memory calls counted", conf)
+		}
+		// The kinds add up to the totals, and only page-mapped mode maps.
+		k := b.DeviceCalls.ByKind
+		if k.Total() != b.DeviceCalls.Total() || k.Malloc != b.DeviceCalls.Malloc || k.Free != b.DeviceCalls.Free || k.VMM() != b.DeviceCalls.VMM {
+			t.Errorf("%q: by kind %+v does not add up to %+v", conf, k, b.DeviceCalls)
+		}
+		if mapped := k.MemCreate > 0 && k.MemMap > 0 && k.MemSetAccess > 0; mapped != (conf != "") {
+			t.Errorf("%q: by kind %+v; want creates, maps and set-access calls exactly in page-mapped mode", conf, k)
 		}
 	}
 }

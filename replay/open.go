@@ -43,6 +43,15 @@ func FromFile(name, path string) *Trace {
 	}}
 }
 
+// Records returns a Source over the whole trace, from its first record,
+// and a function that closes it. A file is streamed from disk, whole
+// records; once Measure holds a compact copy of it, that copy is read
+// instead, whose records have Thread and Time zero.
+func (t *Trace) Records() (Source, func(), error) {
+	src, done, _, err := t.source(false)
+	return src, done, err
+}
+
 // source returns a Source over the whole trace and a function that closes
 // it. With keep set and no compact copy yet, it also returns the Compact
 // being filled.

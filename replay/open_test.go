@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vramhq/vram/alloc"
+	"github.com/vramhq/vram/trace/rmm"
 )
 
 func TestParsePolicies(t *testing.T) {
@@ -186,5 +188,50 @@ func TestHistogram(t *testing.T) {
 func TestCalibrateTimer(t *testing.T) {
 	if o := calibrateTimer(); o < 0 || o > 100000 {
 		t.Errorf("timer overhead %d ns", o)
+	}
+}
+
+// Records reads the whole trace: a file's records as written, and after
+// Measure kept a compact copy, the same records without thread and time.
+func TestTraceRecords(t *testing.T) {
+	ts, err := Open("testdata/small.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() []rmm.Record {
+		src, done, err := ts[0].Records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer done()
+		var out []rmm.Record
+		for {
+			r, err := src.Next()
+			if err == io.EOF {
+				return out
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+	}
+	first := read()
+	if len(first) != 7 || first[0].Action != rmm.Allocate || first[0].Time == 0 {
+		t.Fatalf("records %+v, want the file's 7, with times", first)
+	}
+	if _, err := Measure(ts[0], Policies()[0], MeasureOptions{Device: SimDevice(1 << 30), Time: true}); err != nil {
+		t.Fatal(err)
+	}
+	again := read()
+	if len(again) != len(first) {
+		t.Fatalf("%d records from the compact copy, want %d", len(again), len(first))
+	}
+	for i := range first {
+		want := first[i]
+		want.Thread, want.Time = 0, 0
+		if again[i] != want {
+			t.Errorf("record %d: %+v, want %+v", i, again[i], want)
+		}
 	}
 }

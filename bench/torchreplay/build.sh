@@ -6,7 +6,8 @@
 #   bench/torchreplay/build.sh run TRACE [ARGS...]   build if needed, gunzip
 #                                                    TRACE (.csv.gz) and run
 #
-# ARGS go to replay: --mode caching|cudamalloc, --verify, --device N.
+# ARGS go to replay: --mode caching|cudamalloc, --verify, --driver-calls
+# (exact counts with CUPTI, replay.cpp), --device N.
 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True selects PyTorch's
 # expandable segments. Environment: PYTHON (python3), CUDA_HOME
 # (the directory above nvcc's, else /usr/local/cuda), CXX (g++), BUILD_DIR
@@ -97,7 +98,7 @@ build)
 	compile
 	;;
 run)
-	[[ $# -ge 2 ]] || { echo "usage: build.sh run TRACE[.csv|.csv.gz] [--mode caching|cudamalloc] [--verify]" >&2; exit 2; }
+	[[ $# -ge 2 ]] || { echo "usage: build.sh run TRACE[.csv|.csv.gz] [--mode caching|cudamalloc] [--verify] [--driver-calls]" >&2; exit 2; }
 	trace=$2
 	shift 2
 	[[ -x "$build/replay" && "$build/replay" -nt "$here/replay.cpp" ]] || compile

@@ -223,22 +223,51 @@ type Record struct {
 	MinCapacityOverLive *float64 `json:"min_capacity_over_live"` // null likewise
 	DeviceCalls         uint64   `json:"device_calls"`           // Malloc + Free + VMM
 	DeviceCallsVMM      uint64   `json:"device_calls_vmm"`       // of which virtual-memory calls
-	NsPerOpP50          int64    `json:"ns_per_op_p50"`
-	NsPerOpP99          int64    `json:"ns_per_op_p99"`
-	TotalSeconds        float64  `json:"total_seconds"` // wall time of the timed pass
-	LeakedBytes         uint64   `json:"leaked_bytes"`
-	DeviceLeakedBytes   int64    `json:"device_leaked_bytes"` // never negative
-	DeviceDeltaBytes    int64    `json:"device_delta_bytes"`  // signed: memory another process freed shows here
-	DeviceCheck         string   `json:"device_check"`        // "process" (own figure) or "device" (free memory)
-	Verify              bool     `json:"verify"`
-	VerifiedAllocations int64    `json:"verified_allocations"`
-	VerifyMismatches    int64    `json:"verify_mismatches"`
+	// DeviceCallsByKind splits DeviceCalls by driver function; null when
+	// the device did not count them (the allocator's statistics then give
+	// the total).
+	DeviceCallsByKind   *CallsByKind `json:"device_calls_by_kind"`
+	NsPerOpP50          int64        `json:"ns_per_op_p50"`
+	NsPerOpP99          int64        `json:"ns_per_op_p99"`
+	TotalSeconds        float64      `json:"total_seconds"` // wall time of the timed pass
+	LeakedBytes         uint64       `json:"leaked_bytes"`
+	DeviceLeakedBytes   int64        `json:"device_leaked_bytes"` // never negative
+	DeviceDeltaBytes    int64        `json:"device_delta_bytes"`  // signed: memory another process freed shows here
+	DeviceCheck         string       `json:"device_check"`        // "process" (own figure) or "device" (free memory)
+	Verify              bool         `json:"verify"`
+	VerifiedAllocations int64        `json:"verified_allocations"`
+	VerifyMismatches    int64        `json:"verify_mismatches"`
 	// OutOfMemory says the trace did not fit the device: the replay
 	// stopped at the allocation OOMRecord (1-based index of the record in
 	// the trace) of OOMRequestBytes; both are null otherwise.
 	OutOfMemory     bool    `json:"out_of_memory"`
 	OOMRecord       *int64  `json:"oom_record"`
 	OOMRequestBytes *uint64 `json:"oom_request_bytes"`
+}
+
+// CallsByKind is device_calls_by_kind: one count per driver function,
+// under the names bench/torchreplay gives the same functions in its
+// "driver_calls" object (CUPTI's counts of PyTorch's calls), so that the
+// two programs' lines compare key by key.
+type CallsByKind struct {
+	Malloc      uint64 `json:"malloc"`       // cuMemAlloc
+	Free        uint64 `json:"free"`         // cuMemFree
+	Reserve     uint64 `json:"reserve"`      // cuMemAddressReserve
+	AddressFree uint64 `json:"address_free"` // cuMemAddressFree
+	Create      uint64 `json:"create"`       // cuMemCreate
+	Release     uint64 `json:"release"`      // cuMemRelease
+	Map         uint64 `json:"map"`          // cuMemMap
+	SetAccess   uint64 `json:"set_access"`   // cuMemSetAccess
+	Unmap       uint64 `json:"unmap"`        // cuMemUnmap
+}
+
+func byKindOf(c replay.DeviceCalls) *CallsByKind {
+	if !c.FromDevice {
+		return nil
+	}
+	k := c.ByKind
+	return &CallsByKind{Malloc: k.Malloc, Free: k.Free, Reserve: k.AddressReserve, AddressFree: k.AddressFree,
+		Create: k.MemCreate, Release: k.MemRelease, Map: k.MemMap, SetAccess: k.MemSetAccess, Unmap: k.MemUnmap}
 }
 
 func jsonOf(r *replay.Report) Record {
@@ -248,6 +277,7 @@ func jsonOf(r *replay.Report) Record {
 		ReservedOverLive:    round4(r.ReservedOverLive()),
 		DeviceCalls:         r.DeviceCalls.Total(),
 		DeviceCallsVMM:      r.DeviceCalls.VMM,
+		DeviceCallsByKind:   byKindOf(r.DeviceCalls),
 		TotalSeconds:        float64(int64(r.WallSeconds*1e6+0.5)) / 1e6,
 		LeakedBytes:         r.LeakedBytes,
 		DeviceLeakedBytes:   r.DeviceLeakedBytes,

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestTable(t *testing.T) {
 }
 
 var jsonKeys = []string{"schema", "trace", "policy", "ops", "peak_live_bytes", "peak_reserved_bytes", "reserved_over_live",
-	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
+	"min_capacity_bytes", "min_capacity_over_live", "device_calls", "device_calls_vmm", "device_calls_by_kind", "ns_per_op_p50", "ns_per_op_p99", "total_seconds", "leaked_bytes",
 	"device_leaked_bytes", "device_delta_bytes", "device_check", "verify", "verified_allocations", "verify_mismatches", "out_of_memory", "oom_record", "oom_request_bytes"}
 
 func TestJSONLines(t *testing.T) {
@@ -257,6 +258,44 @@ func TestVerifyFlag(t *testing.T) {
 	}
 }
 
+// device_calls_by_kind splits device_calls by driver function, under the
+// PyTorch harness's key names.
+func TestJSONCallsByKind(t *testing.T) {
+	code, out, errs := vram("--json", "--no-min-capacity", "--policy", "default,paged", "testdata/small.csv", "synth:random:seed=3,allocations=500")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	kinds := []string{"malloc", "free", "reserve", "address_free", "create", "release", "map", "set_access", "unmap"}
+	for i, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m struct {
+			Policy string             `json:"policy"`
+			Calls  float64            `json:"device_calls"`
+			VMM    float64            `json:"device_calls_vmm"`
+			ByKind map[string]float64 `json:"device_calls_by_kind"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if got := slices.Sorted(maps.Keys(m.ByKind)); !slices.Equal(got, slices.Sorted(slices.Values(kinds))) {
+			t.Fatalf("device_calls_by_kind keys %v, want %v", got, kinds)
+		}
+		var sum float64
+		for _, k := range kinds {
+			sum += m.ByKind[k]
+		}
+		if sum != m.Calls || m.Calls-m.ByKind["malloc"]-m.ByKind["free"] != m.VMM {
+			t.Errorf("by kind %v does not add up to device_calls %v, device_calls_vmm %v", m.ByKind, m.Calls, m.VMM)
+		}
+		switch {
+		case i == 0 && !maps.Equal(m.ByKind, map[string]float64{"malloc": 2, "free": 0, "reserve": 0, "address_free": 0, "create": 0, "release": 0, "map": 0, "set_access": 0, "unmap": 0}):
+			// small.csv under the default policy: two segments, a small and a large one.
+			t.Errorf("small default: by kind %v, want 2 mallocs and nothing else", m.ByKind)
+		case m.Policy == "paged" && (m.ByKind["create"] == 0 || m.ByKind["map"] == 0 || m.ByKind["reserve"] == 0):
+			t.Errorf("%s paged: by kind %v, want address reservations, creates and maps", l, m.ByKind)
+		}
+	}
+}
+
 // --stream changes where the timed pass reads the trace, not what it finds.
 func TestStreamFlag(t *testing.T) {
 	var figures [2]map[string]any
@@ -285,7 +324,7 @@ func TestStreamFlag(t *testing.T) {
 		}
 		figures[i] = m
 	}
-	if !maps.Equal(figures[0], figures[1]) {
+	if !reflect.DeepEqual(figures[0], figures[1]) {
 		t.Errorf("in memory %v\nstreamed  %v", figures[0], figures[1])
 	}
 }

@@ -33,7 +33,7 @@ build)
 	go test -c -race -tags gpu -ldflags "-s -w" -o .gpu/cuda/cudadev.race.test ./alloc/cudadev
 	go test -c -tags gpu -ldflags "-s -w" -o .gpu/cuda/cuda.test ./cuda
 	go test -c -tags gpu -ldflags "-s -w" -o .gpu/alloc.test ./alloc
-	cp ../shared/traces/*.csv.gz .gpu/traces/
+	bash scripts/gpu/replay.sh traces
 	du -sh .gpu .gpu/* .gpu/cuda/*
 	exit 0
 	;;
@@ -71,7 +71,9 @@ wait $bga
 tail -40 "$W/alloc/alloc.log" 2>/dev/null
 
 echo "== replay race at $(el)"
-OUT=$W/replay VRAM_REPLAY_BUDGET_S=115 timeout 140 bash scripts/gpu/replay.sh run > "$W/replay/out" 2>&1; echo "replay rc=$?"
+# One timed round and no cudaMalloc runs: the race's medians come from
+# scripts/gpu/replay.sh run alone (docs/benchmarks.md).
+OUT=$W/replay REPEATS=1 VRAM_REPLAY_CUDAMALLOC=0 VRAM_REPLAY_BUDGET_S=115 timeout 140 bash scripts/gpu/replay.sh run > "$W/replay/out" 2>&1; echo "replay rc=$?"
 cat "$W/replay/summary.md" 2>/dev/null || tail -30 "$W/replay/out"
 
 echo "== waiting for the background at $(el)"
