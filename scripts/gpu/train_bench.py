@@ -93,11 +93,11 @@ import time
 import traceback
 import warnings
 
-WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen")
+WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen", "lstm")
 ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "preinstalled")
-DEFAULT_BATCH = {"gpt2": 8, "resnet": 128, "llama_lora": 4, "kvgen": 8}
+DEFAULT_BATCH = {"gpt2": 8, "resnet": 128, "llama_lora": 4, "kvgen": 8, "lstm": 128}
 # (smallest, largest) sequence length; kvgen: prompt length and new tokens.
-SEQ_RANGE = {"gpt2": (64, 1024), "llama_lora": (256, 1024)}
+SEQ_RANGE = {"gpt2": (64, 1024), "llama_lora": (256, 1024), "lstm": (10, 400)}
 # kvgen: short generate calls (some 0.3 s each on an H200, mostly host time)
 # so that 50 timed calls fit in a run; long prompts make the KV cache large.
 PROMPT_RANGE = (64, 768)
@@ -306,6 +306,25 @@ class Bench:
             self.model.train()
             self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
             self.shapes = resnet_batches(a.steps, a.batch, self.rng)
+        elif w == "lstm":
+            # The recorded lstm_varlen trace's job: a 3-layer LSTM (512 to
+            # 1024), sequence lengths drawn per step, Adam; its shapes change
+            # every step, the pattern that fragments a caching allocator.
+            nn = torch.nn
+
+            class LSTMNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lstm = nn.LSTM(512, 1024, num_layers=3, batch_first=True)
+                    self.head = nn.Linear(1024, 512)
+
+                def forward(self, x):
+                    return self.head(self.lstm(x)[0])
+
+            self.model = self.build(LSTMNet)
+            self.model.train()
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+            self.shapes = schedule(a.steps, *SEQ_RANGE[w], self.rng)
         elif w == "kvgen":
             from transformers import GPT2Config, GPT2LMHeadModel
             cfg, make = self.hf_model(GPT2LMHeadModel, GPT2Config, n_layer=24, n_embd=1024, n_head=16,
@@ -357,6 +376,9 @@ class Bench:
         a, w = self.a, self.a.workload
         if w in ("gpt2", "llama_lora"):
             return torch.randint(0, self.vocab, (a.batch, self.shapes[i]), device="cuda", generator=self.gen)
+        if w == "lstm":
+            x = torch.randn(a.batch, self.shapes[i], 512, device="cuda", generator=self.gen)
+            return x, torch.randn(a.batch, self.shapes[i], 512, device="cuda", generator=self.gen)
         if w == "resnet":
             b = self.shapes[i]
             x = torch.randn(b, 3, 224, 224, device="cuda", generator=self.gen)
@@ -378,6 +400,12 @@ class Bench:
                                           pad_token_id=self.eos)
                 return out[:, data.shape[1]:].sum()
         self.opt.zero_grad(set_to_none=True)
+        if w == "lstm":  # fp32: cuDNN's LSTM
+            x, y = data
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+            loss.backward()
+            self.opt.step()
+            return loss.detach()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             if w == "resnet":
                 x, y = data

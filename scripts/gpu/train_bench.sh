@@ -53,7 +53,7 @@
 #   MAX_SECONDS          bound on the timed steps of one run (18; the line says truncated)
 #   FIT=0|1 (1)          FIT_WORKLOADS="resnet gpt2"  FIT_ALLOCATORS="default expandable vram_paged"
 #   FIT_CAP_GIB (16)     cap of the fit workloads, whole GiB; FIT_CAP_GPT2 (24),
-#                        FIT_CAP_LLAMA (24), FIT_CAP_KV (6) for those; FIT_MEM_GIB
+#                        FIT_CAP_LLAMA (24), FIT_CAP_KV (6), FIT_CAP_LSTM (16) for those; FIT_MEM_GIB
 #                        (120): the searches running at once hold at most this much
 #   FIT_FROM             train.jsonl the fit ranges are estimated from ($OUT/train.jsonl)
 #   FIT_VIA=fit|job      vram_paged in fit: through vram fit --allocator vram
@@ -184,6 +184,7 @@ fit_cap() {
 	gpt2) echo "${FIT_CAP_GPT2:-24}" ;;
 	llama_lora) echo "${FIT_CAP_LLAMA:-24}" ;;
 	kvgen) echo "${FIT_CAP_KV:-6}" ;;
+	lstm) echo "${FIT_CAP_LSTM:-16}" ;;
 	*) echo "${FIT_CAP_GIB:-16}" ;;
 	esac
 }
@@ -193,6 +194,7 @@ search() {
 	local tag=$1 w=$2 a=$3 cap=$4 lo=$5 hi=$6 left
 	local steps=(--steps 3 --warmup 1) flags=() ja=$a capargs=(--cap-gib "$cap")
 	[ "$w" = kvgen ] && steps=(--steps 1 --warmup 0)
+	[ "$w" = lstm ] && steps=(--steps 8 --warmup 1) # shapes change every step: let them fragment
 	if [ "$a" = vram_paged ] && [ "$FIT_VIA" = fit ]; then
 		flags=(--allocator vram --alloc-conf "page_mapped:true,max_bytes:${cap}GiB")
 		ja=preinstalled capargs=()

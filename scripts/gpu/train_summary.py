@@ -34,7 +34,7 @@ BATCH_WORKLOADS = 2
 # bytes, seen under PyTorch's default allocator on an H200 (torch 2.11,
 # transformers 5.17): the guess for vram fit's range when no run tells.
 FIT_FALLBACK = {"resnet": (0.38e9, 56e6), "gpt2": (2.07e9, 1.65e9), "llama_lora": (1.8e9, 0.6e9),
-                "kvgen": (0.74e9, 75e6)}
+                "kvgen": (0.74e9, 75e6), "lstm": (0.1e9, 30e6)}
 
 
 def read_jsonl(path):
