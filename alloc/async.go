@@ -2,6 +2,39 @@ package alloc
 
 // Asynchronous host↔device copies through the pinned-host pool, and the
 // stream-ordered free. See doc.go ("Asynchronous copies").
+//
+// A copy takes one of two paths.
+//
+// Zero-copy. When the host slice lies inside a buffer handed out by the
+// allocator's PinnedPool, the DMA engine can read or write it directly: one
+// CopyHtoDAsync or CopyDtoHAsync of the whole length, one event after it.
+// The pool buffer is marked busy until that event has completed, so a Put
+// meanwhile is deferred and Get cannot hand the memory out under the DMA.
+//
+// Staged. Any other host memory (the Go heap, pageable) cannot be the
+// target of an asynchronous DMA, so it goes through pinned staging buffers
+// of stagingChunk bytes taken from the pool, each with its own event
+// recorded after its copy. A buffer goes back to the pool only once its
+// event has completed.
+//
+//   - To the device, the caller's goroutine copies chunk k into a staging
+//     buffer while the DMA engine moves chunk k-1: before taking a buffer
+//     for a chunk it asks (without blocking) whether the oldest chunk of the
+//     same copy is done, and reuses that buffer if so; otherwise it takes
+//     another one from the pool. So a copy whose DMA keeps up holds two or
+//     three buffers however large it is, and a copy queued behind other
+//     work on a busy stream never blocks: it takes as many buffers as it
+//     needs. Only when the pool cannot get more pinned memory does it wait
+//     for its own oldest chunk.
+//   - To the host, every chunk must be queued when CopyToHostAsync is called
+//     (work queued on the stream later may overwrite the device memory), so
+//     the copy takes one staging buffer per chunk. Wait waits for each
+//     chunk's event in turn, copies that chunk out while the DMA engine
+//     fills the next ones, and returns its buffer to the pool at once.
+//
+// The host side of a staged copy is bounded by the host's memcpy rate, not
+// by the link: that is the price of pageable memory, which the zero-copy
+// path avoids.
 
 import (
 	"errors"
@@ -16,53 +49,91 @@ import (
 // HostMemory.
 var ErrNoAsyncCopy = errors.New("the device backend has no asynchronous copies")
 
-// Staging buffers are filled and drained in chunks, so that the host-side
-// copy of one chunk overlaps the DMA of the previous one. A transfer has at
-// most maxChunks chunks of at least minChunk bytes.
 const (
-	minChunk  = 4 << 20
-	maxChunks = 16
+	// stagingChunk is the size of a staging buffer and of the DMA of one
+	// chunk: at 55 GB/s a 4 MiB copy takes about 76 µs, far above the few
+	// microseconds of issuing it and recording its event, while the first
+	// chunk's host copy, which nothing overlaps, stays short. All staging
+	// buffers of copies of 4 MiB or more are of this one size class, so
+	// they are reused across copies of any length.
+	stagingChunk = 4 << 20
+	// copyPiece is the largest single memmove of a staging copy. The Go
+	// runtime's memmove uses non-temporal stores from 1 MiB on (amd64). On
+	// the H200 host of 2026-12-02, staging copies made in 16 MiB pieces ran
+	// at 5.0 GB/s to the device and 5.4 GB/s from it, where the driver's own
+	// synchronous copies of pageable memory (staged through its pinned
+	// buffers) reached 7.0 and 13.6 GB/s. Pieces of 512 KiB keep memmove on
+	// its ordinary cached path; TestGPUAsyncBandwidth measures both ways of
+	// copying on the GPU host.
+	copyPiece = 512 << 10
 )
 
+// hostCopy copies src into dst, which have the same length, in pieces of
+// at most copyPiece bytes.
+func hostCopy(dst, src []byte) {
+	for len(src) > copyPiece {
+		copy(dst[:copyPiece], src[:copyPiece])
+		dst, src = dst[copyPiece:], src[copyPiece:]
+	}
+	copy(dst, src)
+}
+
 // asyncState is the allocator's part in asynchronous copies. It has its own
-// mutex, never held while taking the allocator's.
+// mutex, never held while taking the allocator's; the pinned pool's mutex
+// may be taken while holding it.
 type asyncState struct {
 	mu        sync.Mutex
 	pool      *PinnedPool
-	events    []Event              // created, idle
-	inflight  map[*transferRes]int // copies whose staging buffer is out
+	events    []Event                   // created, idle
+	inflight  map[*transferRes]struct{} // copies with chunks not yet released
 	completed uint64
 	abandoned uint64
+	zeroCopy  uint64
 }
 
-// transferRes is what a Transfer holds from the device: its staging buffer
-// and events. It does not point at the Transfer, so a Transfer's cleanup can
-// use it.
+// copyChunk is one queued copy of a transfer and the event recorded after it.
+type copyChunk struct {
+	buf []byte // pinned staging buffer; nil on the zero-copy path
+	off uint64 // where the chunk starts in the caller's host slice
+	ev  Event
+}
+
+// transferRes is what a Transfer holds from the device: its chunks, with
+// their staging buffers and events, and on the zero-copy path the caller's
+// pool buffer. It does not point at the Transfer, so a Transfer's cleanup
+// can use it. chunks is guarded by asyncState.mu; while waiting is set it
+// is changed only by the goroutine that set it.
 type transferRes struct {
 	a       *Allocator
+	pool    *PinnedPool
 	toHost  bool
 	stream  Stream
-	pinned  []byte
-	events  []Event  // toHost: one per chunk, recorded after it; else one, after the last
-	chunks  []uint64 // end offset of each chunk (toHost)
-	waiting bool     // Wait is blocking on the events; the reaper leaves it alone
-	done    bool     // released: staging buffer and events are back
+	chunks  []copyChunk // queued and not yet released, in stream order
+	pinned  *pinnedBuf  // zero-copy: the caller's pool buffer, busy until released
+	lost    bool        // some pinned memory may still be used by the device: never reused
+	failed  bool        // queueing failed: no Transfer; the reaper releases what was queued
+	waiting bool        // Wait, the cleanup or Close is waiting for the events; the reaper leaves it alone
+	dropped bool        // a copy to the host whose Transfer was dropped: not counted as completed
+	done    bool        // released: staging buffers, events and the busy mark are back
 }
 
 // Transfer is an asynchronous copy between host memory and a Buffer,
 // returned by Buffer.CopyFromHostAsync and Buffer.CopyToHostAsync.
 //
-// For a copy to the host, Wait is what delivers the bytes: the device
-// writes a pinned staging buffer, and Wait copies it into the destination
-// slice once the copy has completed. Until Wait returns nil the destination
-// is not written at all, so reading it early shows its old contents rather
-// than a torn copy. A copy to the host whose Transfer is dropped without
-// Wait is counted in TransferStats.Abandoned.
+// For a staged copy to the host (host memory not from the allocator's
+// PinnedPool), Wait is what delivers the bytes: the device writes pinned
+// staging buffers, and Wait copies them into the destination slice as each
+// chunk completes. Until Wait returns nil the destination is not written
+// at all, so reading it early shows its old contents rather than a torn
+// copy. For a zero-copy copy to the host (the destination is pool memory)
+// the device writes the destination itself; its bytes are complete once
+// Wait returns nil or Ready reports true. A copy to the host whose Transfer
+// is dropped without Wait is counted in TransferStats.Abandoned.
 //
-// For a copy from the host, Wait is optional: the source was staged before
-// CopyFromHostAsync returned, work queued later on the stream sees the
-// copied bytes, and the staging buffer goes back to the pool when the
-// copy's event completes. Wait blocks until then.
+// For a copy from the host, Wait is optional: work queued later on the
+// stream sees the copied bytes, and the staging buffers (or the busy mark
+// of the caller's pool buffer) go back when the copy's events complete.
+// Wait blocks until then.
 //
 // Wait may be called more than once and from any goroutine; later calls
 // return the first call's result.
@@ -76,9 +147,10 @@ type Transfer struct {
 
 // TransferStats counts asynchronous copies.
 type TransferStats struct {
-	InFlight  int    // copies whose staging buffer is still out
-	Completed uint64 // copies that completed and gave their staging buffer back
-	Abandoned uint64 // copies to the host dropped without Wait (their data never arrived)
+	InFlight  int    // copies whose staging buffers or pool buffer are still out
+	Completed uint64 // copies that completed and gave their staging buffers back
+	Abandoned uint64 // copies to the host dropped without Wait (a staged one's data never arrived)
+	ZeroCopy  uint64 // copies queued directly from or to the caller's pool buffer, without staging
 }
 
 // Transfers reports the allocator's asynchronous copies.
@@ -86,12 +158,14 @@ func (a *Allocator) Transfers() TransferStats {
 	s := &a.async
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return TransferStats{InFlight: len(s.inflight), Completed: s.completed, Abandoned: s.abandoned}
+	return TransferStats{InFlight: len(s.inflight), Completed: s.completed, Abandoned: s.abandoned, ZeroCopy: s.zeroCopy}
 }
 
 // PinnedPool returns the pinned-host pool that stages the allocator's
 // asynchronous copies, creating it on first use. It fails, wrapping
-// ErrNoAsyncCopy, when the backend has no pinned host memory.
+// ErrNoAsyncCopy, when the backend has no pinned host memory. Host memory
+// from this pool is copied by CopyFromHostAsync and CopyToHostAsync
+// without staging.
 func (a *Allocator) PinnedPool() (*PinnedPool, error) {
 	s := &a.async
 	s.mu.Lock()
@@ -119,16 +193,9 @@ func (a *Allocator) asyncCopier() (AsyncCopier, error) {
 	return c, nil
 }
 
-// chunkSize is the chunk length for an n-byte transfer.
-func chunkSize(n uint64) uint64 {
-	return max(minChunk, (n+maxChunks-1)/maxChunks)
-}
-
-// start takes a staging buffer of n bytes, after reaping finished copies.
-func (a *Allocator) startTransfer(n uint64, s Stream, toHost bool) (*transferRes, error) {
-	if _, err := a.asyncCopier(); err != nil {
-		return nil, err
-	}
+// beginTransfer reaps finished copies and starts a transfer of host, on the
+// zero-copy path when host is memory of the allocator's pool.
+func (a *Allocator) beginTransfer(s Stream, toHost bool, host []byte) (*transferRes, error) {
 	st := &a.async
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -139,11 +206,7 @@ func (a *Allocator) startTransfer(n uint64, s Stream, toHost bool) (*transferRes
 	if err != nil {
 		return nil, err
 	}
-	pinned, err := pool.Get(n)
-	if err != nil {
-		return nil, err
-	}
-	return &transferRes{a: a, toHost: toHost, stream: s, pinned: pinned}, nil
+	return &transferRes{a: a, pool: pool, toHost: toHost, stream: s, pinned: pool.acquire(host)}, nil
 }
 
 // eventLocked returns an idle event, creating one if none is idle.
@@ -157,72 +220,167 @@ func (a *Allocator) eventLocked() (Event, error) {
 	return a.dev.EventCreate()
 }
 
-// record records a new event on the transfer's stream.
-func (r *transferRes) record() error {
-	st := &r.a.async
+// recordEvent records an idle event on s.
+func (a *Allocator) recordEvent(s Stream) (Event, error) {
+	st := &a.async
 	st.mu.Lock()
-	ev, err := r.a.eventLocked()
+	ev, err := a.eventLocked()
 	st.mu.Unlock()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := r.a.dev.EventRecord(ev, r.stream); err != nil {
+	if err := a.dev.EventRecord(ev, s); err != nil {
 		st.mu.Lock()
 		st.events = append(st.events, ev)
 		st.mu.Unlock()
-		return err
+		return 0, err
 	}
-	r.events = append(r.events, ev)
-	return nil
+	return ev, nil
 }
 
-// park hands a transfer whose copies are queued to the in-flight set. A
-// transfer that could not record its final event is parked with no way to
-// know when the device is done with its staging buffer: that buffer is
-// leaked rather than reused.
-func (r *transferRes) park() {
+// queue issues one copy of the transfer (from or to buf, nil on the
+// zero-copy path) and records the chunk's event after it. Even when issue
+// fails the chunk is kept until an event says the stream is past it. When
+// no event can be recorded nothing says when the device is done with the
+// chunk's memory, so it is never reused: the staging buffer is never put
+// back, the caller's pool buffer stays busy.
+func (r *transferRes) queue(buf []byte, off uint64, issue func() error) error {
+	err := issue()
+	ev, rerr := r.a.recordEvent(r.stream)
+	if rerr != nil {
+		r.lost = true
+		n := uint64(len(buf))
+		if buf == nil {
+			n = r.pinned.class
+		}
+		if err != nil {
+			return fmt.Errorf("%w (and recording an event after it failed, so its %d bytes of pinned memory are never reused: %v)", err, n, rerr)
+		}
+		return fmt.Errorf("recording an event after the copy: %w (its %d bytes of pinned memory are never reused)", rerr, n)
+	}
+	r.chunks = append(r.chunks, copyChunk{buf: buf, off: off, ev: ev})
+	return err
+}
+
+// stagingBuffer returns a staging buffer of size bytes' class, resliced to
+// want bytes, for the next chunk of a copy to the device: the buffer of the
+// copy's oldest chunk when its event has completed, else a buffer from the
+// pool, else (the pool could not get pinned memory) the oldest chunk's
+// buffer once its event completes.
+func (r *transferRes) stagingBuffer(size, want uint64) ([]byte, error) {
+	a := r.a
+	if len(r.chunks) > 0 {
+		done, err := a.dev.EventQuery(r.chunks[0].ev)
+		if err != nil {
+			return nil, fmt.Errorf("querying a staging buffer's event: %w", err)
+		}
+		if done {
+			return r.recycleOldest()[:want], nil
+		}
+	}
+	buf, err := r.pool.Get(size)
+	if err == nil {
+		return buf[:want], nil
+	}
+	if len(r.chunks) == 0 {
+		return nil, err
+	}
+	if werr := a.waitEvent(r.chunks[0].ev); werr != nil {
+		return nil, fmt.Errorf("%w (and waiting for a staging buffer of the same copy failed: %v)", err, werr)
+	}
+	return r.recycleOldest()[:want], nil
+}
+
+// recycleOldest drops the oldest chunk, whose event has completed, and
+// returns its staging buffer for the next chunk.
+func (r *transferRes) recycleOldest() []byte {
 	st := &r.a.async
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.inflight == nil {
-		st.inflight = map[*transferRes]int{}
-	}
-	st.inflight[r] = 0
+	c := r.chunks[0]
+	r.chunks = r.chunks[1:]
+	st.events = append(st.events, c.ev)
+	return c.buf
 }
 
-// reapLocked gives back the staging buffers of copies from the host whose
-// event has completed.
+// park hands a transfer whose chunks are queued to the in-flight set.
+func (r *transferRes) park() {
+	a := r.a
+	st := &a.async
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if r.pinned != nil && !r.failed {
+		st.zeroCopy++
+	}
+	if len(r.chunks) == 0 {
+		a.finishLocked(r, true)
+		return
+	}
+	if st.inflight == nil {
+		st.inflight = map[*transferRes]struct{}{}
+	}
+	st.inflight[r] = struct{}{}
+}
+
+// reapLocked gives back the staging buffers of the chunks of copies from
+// the host (and of copies that failed to queue) whose events have
+// completed.
 func (a *Allocator) reapLocked() error {
 	for r := range a.async.inflight {
-		if r.toHost || r.waiting || len(r.events) == 0 {
+		if r.waiting || (r.toHost && !r.failed) {
 			continue
 		}
-		done, err := a.dev.EventQuery(r.events[len(r.events)-1])
-		if err != nil {
-			return fmt.Errorf("querying an asynchronous copy's event: %w", err)
+		for len(r.chunks) > 0 {
+			done, err := a.dev.EventQuery(r.chunks[0].ev)
+			if err != nil {
+				return fmt.Errorf("querying an asynchronous copy's event: %w", err)
+			}
+			if !done {
+				break
+			}
+			a.releaseChunkLocked(r)
 		}
-		if done {
-			a.releaseLocked(r)
-			a.async.completed++
+		if len(r.chunks) == 0 {
+			a.finishLocked(r, true)
 		}
 	}
 	return nil
 }
 
-// releaseLocked returns a finished transfer's staging buffer and events.
-func (a *Allocator) releaseLocked(r *transferRes) {
+// releaseChunkLocked returns the oldest chunk's event and staging buffer;
+// its event has completed.
+func (a *Allocator) releaseChunkLocked(r *transferRes) {
+	c := r.chunks[0]
+	r.chunks = r.chunks[1:]
+	a.async.events = append(a.async.events, c.ev)
+	if c.buf != nil {
+		_ = r.pool.Put(c.buf) // handed out by this pool: cannot fail
+	}
+}
+
+// finishLocked ends a transfer. The staging buffers of its remaining
+// chunks (none when ok) are left with the device: they are never reused.
+// Their events are (recording an event again is always allowed).
+func (a *Allocator) finishLocked(r *transferRes, ok bool) {
 	if r.done {
 		return
 	}
 	r.done = true
 	st := &a.async
 	delete(st.inflight, r)
-	st.events = append(st.events, r.events...)
-	r.events = nil
-	if st.pool != nil {
-		_ = st.pool.Put(r.pinned) // handed out by this pool: cannot fail
+	if !ok {
+		r.lost = true
+		for _, c := range r.chunks {
+			st.events = append(st.events, c.ev)
+		}
 	}
-	r.pinned = nil
+	if r.pinned != nil && !r.lost {
+		r.pool.release(r.pinned)
+	}
+	r.chunks = nil
+	if ok && !r.failed && !r.dropped {
+		st.completed++
+	}
 }
 
 // waitEvent blocks until ev completes: cuEventSynchronize when the backend
@@ -241,13 +399,20 @@ func (a *Allocator) waitEvent(ev Event) error {
 }
 
 // CopyFromHostAsync copies src to the start of the buffer on stream s.
-// It copies src into a pinned staging buffer from the allocator's
-// PinnedPool and queues the host-to-device copy on s, in chunks so the two
-// overlap; when it returns, src may be changed or reused at once. Work
-// queued on s afterwards sees the copied bytes; the staging buffer goes
-// back to the pool when the copy's event has completed. When s is not the
-// buffer's stream, the buffer is marked as used on s (RecordStream), so
-// freeing it cannot hand its memory out before the copy is done.
+//
+// When src lies inside a buffer from the allocator's PinnedPool, the copy
+// is queued on s directly from src (zero-copy): src must not be changed
+// until the copy is done (Transfer.Wait or Ready, or later work on s), and
+// a PinnedPool.Put of its buffer meanwhile takes effect only then. Other
+// host memory is staged: copied into pinned staging buffers from the pool,
+// chunk by chunk, each chunk's DMA queued on s while the next is copied;
+// when CopyFromHostAsync returns, src may be changed or reused at once.
+//
+// Either way, work queued on s afterwards sees the copied bytes, and pinned
+// memory goes back to the pool only when the event recorded after its copy
+// has completed. When s is not the buffer's stream, the buffer is marked as
+// used on s (RecordStream), so freeing it cannot hand its memory out before
+// the copy is done.
 //
 // It fails, wrapping ErrNoAsyncCopy, on a backend without AsyncCopier and
 // HostMemory.
@@ -262,28 +427,40 @@ func (b *Buffer) CopyFromHostAsync(src []byte, s Stream) (*Transfer, error) {
 	if err := b.checkWrite(op); err != nil {
 		return nil, err
 	}
-	return b.startAsync(op, uint64(len(src)), s, false, func(r *transferRes, c AsyncCopier) error {
+	return b.startAsync(op, src, s, false, func(r *transferRes, c AsyncCopier) error {
+		if r.pinned != nil {
+			return r.queue(nil, 0, func() error { return c.CopyHtoDAsync(b.ptr, src, s) })
+		}
 		n := uint64(len(src))
-		chunk := chunkSize(n)
-		for off := uint64(0); off < n; off += chunk {
-			end := min(off+chunk, n)
-			copy(r.pinned[off:end], src[off:end])
-			if err := c.CopyHtoDAsync(b.ptr+off, r.pinned[off:end], s); err != nil {
+		size := min(n, stagingChunk)
+		for off := uint64(0); off < n; off += stagingChunk {
+			end := min(off+stagingChunk, n)
+			buf, err := r.stagingBuffer(size, end-off)
+			if err != nil {
+				return err
+			}
+			hostCopy(buf, src[off:end])
+			if err := r.queue(buf, off, func() error { return c.CopyHtoDAsync(b.ptr+off, buf, s) }); err != nil {
 				return err
 			}
 		}
-		return r.record()
-	}, nil)
+		return nil
+	})
 }
 
 // CopyToHostAsync queues a copy of the first len(dst) bytes of the buffer
-// into a pinned staging buffer on stream s, after the work already queued
-// on s. The bytes reach dst only in Transfer.Wait, which must be called;
-// dst is not written before. When s is not the buffer's stream, the buffer
-// is marked as used on s (RecordStream).
+// on stream s, after the work already queued on s.
 //
-// It fails, wrapping ErrNoAsyncCopy, on a backend without AsyncCopier and
-// HostMemory.
+// When dst lies inside a buffer from the allocator's PinnedPool, the device
+// writes dst directly (zero-copy); its bytes are complete once
+// Transfer.Wait returns nil, and a PinnedPool.Put of its buffer meanwhile
+// takes effect only when the copy is done. Other host memory is staged: the
+// device writes pinned staging buffers, and the bytes reach dst only in
+// Wait, which must be called; dst is not written before.
+//
+// When s is not the buffer's stream, the buffer is marked as used on s
+// (RecordStream). It fails, wrapping ErrNoAsyncCopy, on a backend without
+// AsyncCopier and HostMemory.
 func (b *Buffer) CopyToHostAsync(dst []byte, s Stream) (*Transfer, error) {
 	const op = "copy to host async"
 	if uint64(len(dst)) > b.n {
@@ -295,21 +472,25 @@ func (b *Buffer) CopyToHostAsync(dst []byte, s Stream) (*Transfer, error) {
 	if err := b.check(op); err != nil {
 		return nil, err
 	}
-	return b.startAsync(op, uint64(len(dst)), s, true, func(r *transferRes, c AsyncCopier) error {
+	return b.startAsync(op, dst, s, true, func(r *transferRes, c AsyncCopier) error {
+		if r.pinned != nil {
+			return r.queue(nil, 0, func() error { return c.CopyDtoHAsync(dst, b.ptr, s) })
+		}
 		n := uint64(len(dst))
-		chunk := chunkSize(n)
-		for off := uint64(0); off < n; off += chunk {
-			end := min(off+chunk, n)
-			if err := c.CopyDtoHAsync(r.pinned[off:end], b.ptr+off, s); err != nil {
+		size := min(n, stagingChunk)
+		for off := uint64(0); off < n; off += stagingChunk {
+			end := min(off+stagingChunk, n)
+			buf, err := r.pool.Get(size)
+			if err != nil {
 				return err
 			}
-			if err := r.record(); err != nil {
+			buf = buf[:end-off]
+			if err := r.queue(buf, off, func() error { return c.CopyDtoHAsync(buf, b.ptr+off, s) }); err != nil {
 				return err
 			}
-			r.chunks = append(r.chunks, end)
 		}
 		return nil
-	}, dst)
+	})
 }
 
 func doneTransfer() *Transfer {
@@ -318,10 +499,10 @@ func doneTransfer() *Transfer {
 	return t
 }
 
-// startAsync runs enqueue with a fresh staging buffer and returns the
-// Transfer. If enqueue fails after queueing part of the copy, the staging
-// buffer is kept from the pool until the device is done with it.
-func (b *Buffer) startAsync(op string, n uint64, s Stream, toHost bool, enqueue func(*transferRes, AsyncCopier) error, dst []byte) (*Transfer, error) {
+// startAsync starts a transfer of host and runs enqueue on it. If enqueue
+// fails after queueing part of the copy, what it queued is released only
+// after its events have completed, by the reaper.
+func (b *Buffer) startAsync(op string, host []byte, s Stream, toHost bool, enqueue func(*transferRes, AsyncCopier) error) (*Transfer, error) {
 	a := b.a
 	if s != b.stream && b.ext == nil {
 		if err := b.RecordStream(s); err != nil {
@@ -332,59 +513,85 @@ func (b *Buffer) startAsync(op string, n uint64, s Stream, toHost bool, enqueue 
 	if err != nil {
 		return nil, fmt.Errorf("alloc: %s: %w", op, err)
 	}
-	r, err := a.startTransfer(n, s, toHost)
+	r, err := a.beginTransfer(s, toHost, host)
 	if err != nil {
 		return nil, fmt.Errorf("alloc: %s on stream %#x: %w", op, uint64(s), err)
 	}
 	if err := enqueue(r, c); err != nil {
-		// Part of the copy may be queued: give the buffer back only after an
-		// event says the stream is past it (never, if none can be recorded).
-		r.toHost = false // no Transfer: the reaper releases it
-		if rerr := r.record(); rerr != nil {
-			r.events = nil
-			err = fmt.Errorf("%w (and recording an event failed, so its %d-byte staging buffer is not reused: %v)", err, len(r.pinned), rerr)
-		}
+		r.failed = true
 		r.park()
-		return nil, fmt.Errorf("alloc: %s of %d bytes on stream %#x: %w", op, n, uint64(s), err)
+		return nil, fmt.Errorf("alloc: %s of %d bytes on stream %#x: %w", op, len(host), uint64(s), err)
 	}
 	r.park()
-	t := &Transfer{res: r, dst: dst}
+	t := &Transfer{res: r}
 	if toHost {
+		t.dst = host
 		t.clean = runtime.AddCleanup(t, abandon, r)
 	}
 	return t, nil
 }
 
-// abandon is the cleanup of a copy to the host that was never waited for.
-func abandon(r *transferRes) {
-	a := r.a
-	st := &a.async
-	st.mu.Lock()
-	if r.done || r.waiting {
-		st.mu.Unlock()
-		return
-	}
-	r.waiting = true
-	evs := r.events
-	st.mu.Unlock()
-	var err error
-	for _, ev := range evs {
-		if err = a.waitEvent(ev); err != nil {
-			break
-		}
-	}
+// claim marks r as waited for by the caller, unless it is done or another
+// goroutine already waits for it.
+func (r *transferRes) claim() bool {
+	st := &r.a.async
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.abandoned++
-	if err != nil {
-		delete(st.inflight, r) // the device may still write the staging buffer: leak it
+	if r.done || r.waiting {
+		return false
+	}
+	r.waiting = true
+	return true
+}
+
+// drain waits for r's chunks in stream order; deliver, if set, receives
+// each chunk once its event has completed, before its staging buffer goes
+// back. On an error the remaining chunks' memory is never reused.
+func (r *transferRes) drain(deliver func(copyChunk)) error {
+	a := r.a
+	st := &a.async
+	for {
+		st.mu.Lock()
+		if len(r.chunks) == 0 {
+			a.finishLocked(r, true)
+			st.mu.Unlock()
+			return nil
+		}
+		c := r.chunks[0]
+		st.mu.Unlock()
+		if err := a.waitEvent(c.ev); err != nil {
+			st.mu.Lock()
+			a.finishLocked(r, false)
+			st.mu.Unlock()
+			return err
+		}
+		if deliver != nil {
+			deliver(c)
+		}
+		st.mu.Lock()
+		a.releaseChunkLocked(r)
+		st.mu.Unlock()
+	}
+}
+
+// abandon is the cleanup of a copy to the host that was never waited for.
+func abandon(r *transferRes) {
+	if !r.claim() {
 		return
 	}
-	a.releaseLocked(r)
+	st := &r.a.async
+	st.mu.Lock()
+	r.dropped = true
+	st.mu.Unlock()
+	_ = r.drain(nil) // on an error the memory stays with the device
+	st.mu.Lock()
+	st.abandoned++
+	st.mu.Unlock()
 }
 
 // Ready reports, without blocking, whether the device side of the copy has
-// completed. For a copy to the host, Wait still has to deliver the bytes.
+// completed. For a staged copy to the host, Wait still has to deliver the
+// bytes.
 func (t *Transfer) Ready() (bool, error) {
 	r := t.res
 	if r == nil {
@@ -393,19 +600,19 @@ func (t *Transfer) Ready() (bool, error) {
 	st := &r.a.async
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if r.done || len(r.events) == 0 {
+	if r.done || len(r.chunks) == 0 {
 		return r.done, nil
 	}
-	done, err := r.a.dev.EventQuery(r.events[len(r.events)-1])
+	done, err := r.a.dev.EventQuery(r.chunks[len(r.chunks)-1].ev)
 	if err != nil {
 		return false, fmt.Errorf("alloc: transfer ready: %w", err)
 	}
 	return done, nil
 }
 
-// Wait blocks until the copy has completed, then (for a copy to the host)
-// copies the staged bytes into the destination, and returns the staging
-// buffer to the pool.
+// Wait blocks until the copy has completed and returns its staging
+// buffers to the pool; for a staged copy to the host it copies each chunk
+// into the destination as soon as that chunk's event has completed.
 func (t *Transfer) Wait() error {
 	t.once.Do(func() { t.err = t.wait() })
 	return t.err
@@ -413,42 +620,17 @@ func (t *Transfer) Wait() error {
 
 func (t *Transfer) wait() error {
 	r := t.res
-	a := r.a
-	st := &a.async
-	st.mu.Lock()
-	if r.done {
-		st.mu.Unlock()
+	defer t.clean.Stop()
+	if !r.claim() {
 		return nil // a copy from the host the reaper finished
 	}
-	r.waiting = true
-	evs := r.events
-	st.mu.Unlock()
-	defer t.clean.Stop()
-
-	var err error
-	if r.toHost {
-		start := uint64(0)
-		for i, ev := range evs {
-			if err = a.waitEvent(ev); err != nil {
-				break
-			}
-			end := r.chunks[i]
-			copy(t.dst[start:end], r.pinned[start:end])
-			start = end
-		}
-	} else if len(evs) > 0 {
-		err = a.waitEvent(evs[len(evs)-1])
+	var deliver func(copyChunk)
+	if r.toHost && r.pinned == nil {
+		deliver = func(c copyChunk) { hostCopy(t.dst[c.off:c.off+uint64(len(c.buf))], c.buf) }
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err != nil {
-		// The device may still use the staging buffer: never reuse it.
-		delete(st.inflight, r)
-		r.done = true
+	if err := r.drain(deliver); err != nil {
 		return fmt.Errorf("alloc: waiting for an asynchronous copy on stream %#x: %w", uint64(r.stream), err)
 	}
-	a.releaseLocked(r)
-	st.completed++
 	return nil
 }
 
@@ -461,23 +643,19 @@ func (a *Allocator) closeAsync() error {
 	st.mu.Lock()
 	var wait []*transferRes
 	for r := range st.inflight {
-		if !r.toHost && !r.waiting && len(r.events) > 0 {
+		if !r.waiting && (!r.toHost || r.failed) {
 			r.waiting = true
 			wait = append(wait, r)
 		}
 	}
 	st.mu.Unlock()
 	for _, r := range wait {
-		if err := a.waitEvent(r.events[len(r.events)-1]); err != nil {
+		if err := r.drain(nil); err != nil {
 			return fmt.Errorf("waiting for an asynchronous copy: %w", err)
 		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, r := range wait {
-		a.releaseLocked(r)
-		st.completed++
-	}
 	for _, ev := range st.events {
 		if err := a.dev.EventDestroy(ev); err != nil {
 			return err

@@ -94,15 +94,18 @@
 //
 // # Asynchronous copies (Buffer.CopyFromHostAsync, CopyToHostAsync, FreeAsync)
 //
-// Host memory is staged through a page-locked buffer from the allocator's
-// PinnedPool, in chunks so that the host-side copy and the DMA overlap, and
-// the copy is queued on a stream (AsyncCopier). An event recorded after the
-// copy decides when the staging buffer may go back to the pool; until then
-// it stays out, whatever the caller does. A copy to the host delivers its
-// bytes only in Transfer.Wait. A copy on a stream other than the buffer's
-// records that use (RecordStream), so the block is not reused before the
-// copy is done. FreeAsync(s) is Free made stream-ordered on s: on the
-// buffer's own stream Free already is; on another it adds s's use first.
+// Host memory from the allocator's PinnedPool is copied directly, in one
+// copy queued on the stream (AsyncCopier); other host memory is staged
+// through 4 MiB page-locked buffers from that pool, chunk by chunk, so that
+// the host-side copy of one chunk and the DMA of another overlap. An event
+// recorded after each copy decides when its pinned memory may go back to
+// the pool (a Put of a pool buffer in use is deferred until then); until
+// then it stays out, whatever the caller does. A staged copy to the host
+// delivers its bytes only in Transfer.Wait. A copy on a stream other than
+// the buffer's records that use (RecordStream), so the block is not reused
+// before the copy is done. FreeAsync(s) is Free made stream-ordered on s:
+// on the buffer's own stream Free already is; on another it adds s's use
+// first. async.go describes the pipeline.
 //
 // # Release
 //

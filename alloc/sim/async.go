@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/vramhq/vram/alloc"
@@ -24,6 +25,7 @@ import (
 // queuedOp is an asynchronous copy waiting for its stream to run.
 type queuedOp struct {
 	stream alloc.Stream
+	seq    uint64       // order among all queued copies
 	run    func() error // called with d.mu held
 }
 
@@ -80,8 +82,58 @@ func (d *Device) queueLocked(s alloc.Stream, op func() error) error {
 	if !d.holdEvents && !d.queuedOnLocked(s) {
 		return op()
 	}
-	d.ops = append(d.ops, queuedOp{stream: s, run: op})
+	d.opSeq++
+	d.ops = append(d.ops, queuedOp{stream: s, seq: d.opSeq, run: op})
+	if d.copyLag > 0 {
+		d.catchUpLocked(s)
+	}
 	return nil
+}
+
+// LagCopies makes every stream, while events are held, behave like a DMA
+// engine that runs k copies behind the host: when a copy is queued on a
+// stream that already has k copies queued, the stream runs its oldest one,
+// and the events recorded on the stream before its oldest copy still
+// queued complete. The rest waits for CompleteEvents or CompleteStream, as
+// without a lag. So a test can check that a pipeline reuses a staging
+// buffer exactly when the event after its copy has completed, and not
+// before. k <= 0 (the default) turns the lag off.
+func (d *Device) LagCopies(k int) {
+	d.mu.Lock()
+	d.copyLag = max(k, 0)
+	d.mu.Unlock()
+}
+
+// catchUpLocked runs the oldest copies queued on s until at most copyLag
+// are left, then completes the events that precede the oldest one left.
+func (d *Device) catchUpLocked(s alloc.Stream) {
+	queued := 0
+	for _, op := range d.ops {
+		if op.stream == s {
+			queued++
+		}
+	}
+	if queued <= d.copyLag {
+		return // the stream did not move
+	}
+	for ; queued > d.copyLag; queued-- {
+		i := slices.IndexFunc(d.ops, func(op queuedOp) bool { return op.stream == s })
+		op := d.ops[i]
+		d.ops = slices.Delete(d.ops, i, i+1)
+		if err := op.run(); err != nil && d.asyncErr == nil {
+			d.asyncErr = err
+		}
+	}
+	i := slices.IndexFunc(d.ops, func(op queuedOp) bool { return op.stream == s })
+	if i < 0 {
+		return
+	}
+	next := d.ops[i].seq
+	for _, e := range d.events {
+		if e.pending && e.stream == s && e.pos < next {
+			e.pending = false
+		}
+	}
 }
 
 func (d *Device) queuedOnLocked(s alloc.Stream) bool {

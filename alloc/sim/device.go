@@ -82,6 +82,8 @@ type Device struct {
 	lastEvent  alloc.Event
 	lastStream alloc.Stream
 	ops        []queuedOp // asynchronous copies waiting for their stream (async.go)
+	opSeq      uint64     // sequence number of the last copy queued
+	copyLag    int        // LagCopies
 	asyncErr   error      // first failure of a queued copy, sticky
 
 	host      map[*byte]uint64 // pinned host allocations by first byte

@@ -48,7 +48,10 @@
 // paths are exercised. Asynchronous copies (CopyHtoDAsync, CopyDtoHAsync)
 // are queued on their stream and move their bytes only when the stream
 // completes, so a test can tell whether a staging buffer was reused while a
-// copy could still read or write it (async.go).
+// copy could still read or write it (async.go). LagCopies makes held
+// streams run their copies a fixed number behind the host, as a DMA engine
+// that keeps up only partly, for pipelines that reuse buffers as their
+// events complete.
 //
 // Pinned host memory. HostAlloc returns ordinary Go slices and counts them.
 //

@@ -8,7 +8,8 @@ import (
 
 type event struct {
 	stream  alloc.Stream
-	pending bool // recorded and not yet completed
+	pending bool   // recorded and not yet completed
+	pos     uint64 // the sequence number of the last copy queued when it was recorded
 }
 
 // NewStream returns a fresh stream handle for tests. The simulated device
@@ -44,7 +45,7 @@ func (d *Device) EventRecord(ev alloc.Event, s alloc.Stream) (err error) {
 	if !ok {
 		return fmt.Errorf("sim: event record: no such event %d: %w", ev, ErrInvalidValue)
 	}
-	e.stream, e.pending = s, d.holdEvents || d.queuedOnLocked(s)
+	e.stream, e.pending, e.pos = s, d.holdEvents || d.queuedOnLocked(s), d.opSeq
 	return nil
 }
 
