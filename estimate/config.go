@@ -41,6 +41,10 @@ type Arch struct {
 	QKVBias, QKNorm bool
 	TypeVocab       int     // BERT's token types
 	Dropout         float64 // hidden/residual dropout in training
+	// UseCache: a decoder's forward pass builds a KV cache (the config's
+	// use_cache, true unless it says otherwise; transformers turns it off
+	// under gradient checkpointing).
+	UseCache bool
 	// ViT.
 	ImageSize, PatchSize, Channels, Labels int
 	// Dtype is the config's torch_dtype ("" when not stated).
@@ -140,6 +144,7 @@ func ParseConfig(b []byte) (Arch, error) {
 		}
 		a.Tied = getb("tie_word_embeddings", true)
 		a.Dropout = getf("resid_pdrop", 0.1)
+		a.UseCache = getb("use_cache", true)
 	case "llama", "mistral", "qwen2", "qwen3":
 		a.Family = Llama
 		a.Layers = geti(-1, "num_hidden_layers")
@@ -153,6 +158,7 @@ func ParseConfig(b []byte) (Arch, error) {
 		a.Tied = getb("tie_word_embeddings", false)
 		a.QKVBias = mt == "qwen2" || getb("attention_bias", false)
 		a.QKNorm = mt == "qwen3"
+		a.UseCache = getb("use_cache", true)
 	case "bert", "roberta":
 		a.Family = BERT
 		a.Layers = geti(12, "num_hidden_layers")

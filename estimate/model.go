@@ -52,11 +52,18 @@ func (m model) layerSaved() float64 {
 	c, r, H, I, d := m.p.c, m.p.r, m.H(), m.I(), m.mask()
 	switch m.a.Family {
 	case GPT2:
-		// ln_1 input, c_attn input, qkv (the attention keeps q, k, v:
-		// views of it), attention output (also c_proj's input), dropout
-		// mask, ln_2 input, c_fc input; gelu_new is unfused: its input, tanh,
-		// 0.5·x, 1+tanh, and its output (c_proj's input); dropout mask.
-		return 2*r*H + c*H + 3*c*H + c*H + d*H + c*H + 5*c*I + d*H + m.lse()
+		// ln_1 input, c_attn input, qkv (the attention keeps q, a view of
+		// it, so all of it stays), attention output (also c_proj's input),
+		// dropout mask, ln_2 input, c_fc input, gelu_new (geluSaved),
+		// dropout mask.
+		s := 2*r*H + c*H + 3*c*H + c*H + d*H + c*H + m.geluSaved() + d*H + m.lse()
+		if m.cacheInTraining() {
+			// The attention reads k and v from the DynamicCache, which
+			// holds contiguous copies (torch.cat onto an empty tensor):
+			// those are what it saves, beside the qkv that q keeps.
+			s += 2 * c * H
+		}
+		return s
 	case BERT:
 		// q, k, v inputs, q, k, v, attention output, dropout mask,
 		// LayerNorm input, its output (intermediate's input), GELU input
@@ -79,6 +86,33 @@ func (m model) layerSaved() float64 {
 		return s
 	}
 	return 0
+}
+
+// geluDtype is the bytes per element of gelu_new's tanh chain. It is
+// unfused Python, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): under
+// autocast torch.pow is on the fp32 list, so x³ and everything computed
+// from it (the sum, tanh, 1 + tanh) are fp32 even though x is half;
+// without autocast they have x's dtype.
+func (m model) geluDtype() float64 {
+	if m.p.amp {
+		return 4
+	}
+	return m.p.c
+}
+
+// geluSaved is what gelu_new saves per token: pow's input (its fp32 cast
+// under autocast, x itself otherwise), tanh's output and 1 + tanh in the
+// chain's dtype; 0.5·x in x's dtype; and c_proj's input, the output in
+// the compute dtype (cast back to half under autocast).
+func (m model) geluSaved() float64 {
+	return (3*m.geluDtype() + 2*m.p.c) * m.I()
+}
+
+// cacheInTraining: a decoder whose config keeps use_cache builds a KV
+// cache in its training forward pass too, unless gradient checkpointing
+// is on (transformers then turns use_cache off).
+func (m model) cacheInTraining() bool {
+	return m.o.Mode == Train && m.useCache() && !m.o.GradCheckpointing
 }
 
 // embedSaved and tailSaved are what the embeddings and the layers after the
@@ -147,7 +181,9 @@ func (m model) layerLive() float64 {
 	c, r, H, I := m.p.c, m.p.r, m.H(), m.I()
 	switch m.a.Family {
 	case GPT2:
-		return r*H + 4*c*I // gelu_new: input, 0.5·x, two temporaries
+		// gelu_new: its input and 0.5·x, and two temporaries of the tanh
+		// chain (fp32 under autocast).
+		return r*H + (2*c+2*m.geluDtype())*I
 	case BERT, ViT:
 		return r*H + r*H + 2*c*I
 	case Llama:
@@ -162,8 +198,10 @@ func (m model) kvPerToken() (prefill, decode float64) {
 	c := m.p.c
 	switch m.a.Family {
 	case GPT2:
-		// The cache holds views of the fused qkv output: all of it stays.
-		return 3 * c * m.H(), 2 * c * m.H()
+		// DynamicCache concatenates each layer's k and v onto an empty
+		// tensor: contiguous copies, and the fused qkv output is freed
+		// with its layer.
+		return 2 * c * m.H(), 2 * c * m.H()
 	case Llama:
 		k := c
 		if m.p.amp {
@@ -176,7 +214,7 @@ func (m model) kvPerToken() (prefill, decode float64) {
 
 // useCache: transformers' decoders return a KV cache from a plain forward
 // pass too (use_cache defaults to true in their configs).
-func (m model) useCache() bool { return m.a.Family == GPT2 || m.a.Family == Llama }
+func (m model) useCache() bool { return (m.a.Family == GPT2 || m.a.Family == Llama) && m.a.UseCache }
 
 // weights is the weights' bytes, quantized linear layers included.
 func (m model) weights() float64 {
