@@ -70,7 +70,7 @@ type Trial struct {
 	// the line says that is the maximum), probe-down (just below the
 	// smallest failing one, when the line says more fits), extend (the
 	// line followed only so far) or window (bisecting beyond a miss of
-	// the line; see search.next).
+	// the line; see search.next and search.record).
 	Why string `json:"why"`
 	// Predicted is the fitted line's peak for this batch, 0 when no line.
 	Predicted uint64  `json:"predicted_bytes,omitempty"`
@@ -165,19 +165,21 @@ func outcome(r *Result) Outcome {
 // largest batch that the line says fits in the capacity as the next
 // candidate, kept half the tolerance inside the bracket (see search.next):
 // a prediction of lo itself is confirmed just above lo, a failed one
-// retried just below. When the line proves wrong by more than that (or a
-// trial fits at the cap, where peaks stop growing), the search bisects a
-// window of 30 % beyond the miss in log space, widening it while the
-// maximum lies beyond. The answer itself is never predicted: MaxBatch
-// always ran and fitted.
+// retried just below. When the line proves wrong by more than that (the
+// confirmation fits, the retry below fails, a prediction that fitted
+// leaves the refit line saying more fits, or a trial fits at the cap,
+// where peaks stop growing), the search bisects a window of 30 % beyond
+// the miss in log space, widening it while the maximum lies beyond. The
+// answer itself is never predicted: MaxBatch always ran and fitted.
 //
 // The tests hold the search to 12 trials for every maximum in [1, 65536]
 // without memory figures, to 8 on jobs whose memory grows linearly with
 // the batch, under a cap inside the job, a --limit, or the whole GPU with
-// other processes on it (fit_test.go), and to 8 on replays of ResNet-50
-// and GPT-2 on the H200 under a cap inside the job and under --limit
-// (fit_replay_test.go); a line trusted too far (see extrapolation) is not
-// followed beyond 64 times the spread of its sizes.
+// other processes on it (fit_test.go), and to 8 on replays of the eight
+// searches of ResNet-50 and GPT-2 recorded on the H200 under a cap inside
+// the job and under --limit (fit_replay_test.go); a line trusted too far
+// (see extrapolation) is not followed beyond 64 times the spread of its
+// sizes.
 func Fit(ctx context.Context, spec FitSpec) (*FitResult, error) {
 	return fit(ctx, spec, runTrial)
 }
@@ -436,16 +438,19 @@ func logMid(lo, upper int) int {
 // When that step too shows the line wrong (the confirmation fitted, or
 // the retry below failed), the maximum is more than the tolerance away
 // from the prediction, and the line is off near the top. So is it when a
-// trial fits holding more than the capacity the evidence gave: it ran at
-// the cap, where the peaks stop growing with the batch (PyTorch's
-// allocator released cache to fit), and no line through them can say how
-// much more fits. The search then bisects, in log space, a window beyond
-// the size where the line was found wrong (windowFactor): up from the
-// largest fitting size, without the line from then on; or down from the
-// smallest failing size, taking the line's prediction again whenever it
-// falls a step below the smallest failing size (the trials that fit in
-// the window refit the line close to the top). A window the maximum is
-// beyond widens.
+// prediction fitted and the line, refit on it, puts the maximum more than
+// a step higher: the line fell short, as a confirmation that fitted would
+// have shown one trial later. And so is it when a trial fits holding more
+// than the capacity the evidence gave: it ran at the cap, where the peaks
+// stop growing with the batch (PyTorch's allocator released cache to
+// fit), and no line through them can say how much more fits. The search
+// then bisects, in log space, a window beyond the size where the line was
+// found wrong (windowFactor; for a prediction that fell short, beyond
+// where the refit line meets the cap): up from the largest fitting size,
+// without the line from then on; or down from the smallest failing size,
+// taking the line's prediction again whenever it falls a step below the
+// smallest failing size (the trials that fit in the window refit the line
+// close to the top). A window the maximum is beyond widens.
 func (s *search) next() (int, string) {
 	if s.lo == 0 {
 		return s.min, "first"
@@ -460,11 +465,10 @@ func (s *search) next() (int, string) {
 	if !ok {
 		return mid, "bisect"
 	}
-	step := func(base int) int { return max(1, int(s.tol*float64(base)/2)) }
-	floor := min(s.lo+step(s.lo), mid)
+	floor := min(s.lo+s.step(s.lo), mid)
 	ceil := upper
 	if s.hi <= s.max {
-		ceil = max(s.hi-step(s.hi), mid)
+		ceil = max(s.hi-s.step(s.hi), mid)
 	}
 	if s.win.factor > 0 && p > ceil {
 		// The line is still above the smallest failing size.
@@ -521,6 +525,7 @@ func (s *search) windowBottom(upper int) int {
 // record updates the search with a trial's outcome. atCap says that the
 // trial fitted holding more than the capacity the evidence gave before it.
 func (s *search) record(c int, why string, fits bool, peak float64, atCap bool) {
+	_, lined := s.line()
 	if fits {
 		s.lo = max(s.lo, c)
 		if peak > 0 {
@@ -559,8 +564,27 @@ func (s *search) record(c int, why string, fits bool, peak float64, atCap bool) 
 		// said it would not; or the trial fitted at the cap, where the
 		// peaks stop growing with the batch: the window, from here.
 		s.win, s.winUp = window{anchor: c, factor: windowFactor}, fits
+	case why == "model" && fits && lined && s.win.factor == 0:
+		// A prediction of the line that fitted, when the line refit on
+		// it puts the maximum more than a step higher (but within a
+		// window): the line fell short by more than the step, as the
+		// confirmation above it would show one trial later. Following
+		// the refit line would creep up a few sizes a trial: near a cap
+		// inside the job the peaks stop following the line (the allocator
+		// gives back cache), and the job fits past where the line meets
+		// the cap by up to that cache. The window, from there. (A
+		// prediction by proportion, before there is a line, is a lower
+		// bound: its refit rising says nothing about the line. An open
+		// window keeps its own rules.)
+		if p, ok := s.predict(); ok && p > c+s.step(c) && float64(p) < float64(c)*windowFactor {
+			s.win, s.winUp = window{anchor: p, factor: windowFactor}, true
+		}
 	}
 }
+
+// step is half the tolerance at size n, at least 1: how far inside the
+// bracket a prediction is kept (see next).
+func (s *search) step(n int) int { return max(1, int(s.tol*float64(n)/2)) }
 
 // extrapolation is how far the line is trusted beyond the sizes it was
 // fitted on, in multiples of their spread.

@@ -17,9 +17,12 @@ import (
 // The searches of scripts/gpu/fit_check.sh on the H200 (2026-12-02),
 // replayed: a fake job whose peak at each batch interpolates the peaks the
 // real trials measured, and that fits up to a true maximum the real
-// trials bracket. The figures come from the run's own files
-// (docs/gpu-runs/2026-12-02/fit/NAME.json and NAME.err), not from copies.
-const replayDir = "../docs/gpu-runs/2026-12-02/fit"
+// trials bracket. The figures come from the runs' own files
+// (docs/gpu-runs/2026-12-02/RUN/NAME.json and NAME.err), not from copies:
+// fit/ (the four searches side by side on the GPU, with the search before
+// the windows) and fit-2/ (the four alone on the GPU, with the first
+// window search).
+const replayRoot = "../docs/gpu-runs/2026-12-02"
 
 // point is a batch and the peak its trial measured.
 type point struct {
@@ -97,9 +100,10 @@ var canUse = regexp.MustCompile(`fit: the job can use about ([0-9.]+) GiB \(from
 
 // loadReplay reads run name's trials and progress. max is the true maximum
 // to replay: it must agree with the recorded outcomes.
-func loadReplay(t *testing.T, name string, max int, total float64) *replayJob {
+func loadReplay(t *testing.T, run, name string, max int, total float64) *replayJob {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(replayDir, name+".json"))
+	dir := filepath.Join(replayRoot, run)
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +144,7 @@ func loadReplay(t *testing.T, name string, max int, total float64) *replayJob {
 			j.allowed = v * gib
 		}
 	}
-	e, err := os.ReadFile(filepath.Join(replayDir, name+".err"))
+	e, err := os.ReadFile(filepath.Join(dir, name+".err"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,32 +175,42 @@ func loadReplay(t *testing.T, name string, max int, total float64) *replayJob {
 // h200 is the H200's memory as nvidia-smi reports it (143771 MiB).
 const h200 = 143771 * mib
 
-// TestFitReplaysH200 holds the search to 8 trials on the four searches
-// of the H200 check (ResNet-50 and GPT-2, each under a cap inside the job
-// and under --limit), for every true maximum the recorded trials allow,
-// with the right answer, and never a batch at or above one that failed.
+// replays are the recorded searches: the run's directory, the search's
+// name, the true maxima its recorded outcomes allow (every one is
+// replayed), and the trials the search took on the GPU.
+var replays = []struct {
+	run, name string
+	max       []int
+	recorded  int
+}{
+	// fit/: side by side on the GPU, the search before the windows.
+	{"fit", "resnet50_cap", []int{92, 93}, 11},   // 92 fitted, 94 ran out of memory
+	{"fit", "resnet50_limit", []int{70, 71}, 10}, // 70 fitted, 72 passed the limit
+	{"fit", "gpt2_cap", []int{11}, 5},            // 11 fitted, 12 ran out of memory
+	{"fit", "gpt2_limit", []int{10}, 4},          // 10 fitted, 11 passed the limit
+	// fit-2/: alone on the GPU, the first window search.
+	{"fit-2", "resnet50_cap", []int{93}, 11},  // 93 fitted, 94 ran out of memory
+	{"fit-2", "resnet50_limit", []int{71}, 7}, // 71 fitted, 72 passed the limit
+	{"fit-2", "gpt2_cap", []int{11}, 5},       // 11 fitted, 12 ran out of memory
+	{"fit-2", "gpt2_limit", []int{10}, 4},     // 10 fitted, 11 passed the limit
+}
+
+// TestFitReplaysH200 holds the search to 8 trials on the searches of the
+// H200 checks (ResNet-50 and GPT-2, each under a cap inside the job and
+// under --limit), for every true maximum the recorded trials allow, with
+// the right answer, and never a batch at or above one that failed.
 func TestFitReplaysH200(t *testing.T) {
-	tests := []struct {
-		name string
-		max  []int // the true maxima the recorded outcomes allow
-		// The recorded searches, for reference: 11, 10, 5 and 4 trials.
-	}{
-		{"resnet50_cap", []int{92, 93}},   // 92 fitted, 94 ran out of memory
-		{"resnet50_limit", []int{70, 71}}, // 70 fitted, 72 passed the limit
-		{"gpt2_cap", []int{11}},           // 11 fitted, 12 ran out of memory
-		{"gpt2_limit", []int{10}},         // 10 fitted, 11 passed the limit
-	}
-	for _, tt := range tests {
+	for _, tt := range replays {
 		for _, max := range tt.max {
-			t.Run(fmt.Sprintf("%s/%d", tt.name, max), func(t *testing.T) {
-				j := loadReplay(t, tt.name, max, h200)
+			t.Run(fmt.Sprintf("%s/%s/%d", tt.run, tt.name, max), func(t *testing.T) {
+				j := loadReplay(t, tt.run, tt.name, max, h200)
 				spec := FitSpec{Args: []string{"train", "{}"}}
 				spec.Trial.Limit = Limit{Bytes: uint64(j.limit)}
 				res, err := fit(context.Background(), spec, j.run)
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("%d trials: %s", res.Ran(), trialList(res))
+				t.Logf("%d trials (recorded %d): %s", res.Ran(), tt.recorded, trialList(res))
 				checkAnswer(t, res, 1, max, j.trials, 8)
 				failed := math.MaxInt
 				for _, tr := range res.Trials {
@@ -271,8 +285,8 @@ func (j *noisyJob) run(_ context.Context, _ FitSpec, n int) (*Result, error) {
 
 // TestFitNoisyJobs: on jobs the line fits badly, the search still finds
 // the maximum to the tolerance, never runs a size twice nor one at or
-// above a size that failed, and stays within 15 trials (600 jobs: 7.8
-// trials on average, 14 at most; the search before the windows needed
+// above a size that failed, and stays within 15 trials (600 jobs: 7.83
+// trials on average, 13 at most; the search before the windows needed
 // 8.3 and 18).
 func TestFitNoisyJobs(t *testing.T) {
 	hist := map[int]int{}
