@@ -340,7 +340,7 @@ func TestDetectorsFollowLifetimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	leak := byShape(t, snap, "leak")
-	k := keyOf(leak)
+	k := keyOf(&leak)
 	if e.d.procs[k] == nil {
 		t.Fatalf("no track for %+v", k)
 	}

@@ -33,15 +33,17 @@ type devTrack struct {
 
 // procKey identifies a process lifetime on one GPU: a reused PID has a new
 // start time and therefore a new key (start is Unix nanoseconds, 0 when
-// unknown).
+// unknown). The GPU is its NVML index, which names one GPU (one UUID) for
+// the sampler's life: a key of three numbers hashes much faster than one
+// holding the UUID, and every process is looked up at every sample.
 type procKey struct {
-	gpu   string
+	dev   int32
 	pid   uint32
 	start int64
 }
 
-func keyOf(p gpu.Process) procKey {
-	k := procKey{gpu: p.DeviceUUID, pid: p.PID}
+func keyOf(p *gpu.Process) procKey {
+	k := procKey{dev: int32(p.Device), pid: p.PID}
 	if !p.StartTime.IsZero() {
 		k.start = p.StartTime.UnixNano()
 	}
@@ -166,7 +168,8 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	}
 	d.tracks = d.tracks[:0]
 	seen := 0 // distinct tracks listed
-	for _, p := range snap.Processes {
+	for i := range snap.Processes {
+		p := &snap.Processes[i]
 		k := keyOf(p)
 		t, ok := d.procs[k]
 		if !ok {
@@ -204,16 +207,16 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	if seen == len(d.procs) {
 		return // every track was listed: none is gone
 	}
-	failedGPU := map[string]bool{}
+	failedGPU := map[int32]bool{}
 	if failed {
 		for _, ds := range snap.Devices {
 			if ds.Err != nil {
-				failedGPU[ds.UUID] = true
+				failedGPU[int32(ds.Index)] = true
 			}
 		}
 	}
 	for k, t := range d.procs {
-		if t.seen != d.tickNo && !failedGPU[k.gpu] {
+		if t.seen != d.tickNo && !failedGPU[k.dev] {
 			if t.confirmed {
 				d.slopesChanged = true
 			}
@@ -227,21 +230,23 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 // metrics when they changed.
 func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 	type due struct {
-		k procKey
-		t *procTrack
+		gpu string // the UUID: due processes are judged in order of it after time
+		k   procKey
+		t   *procTrack
 	}
 	var todo []due
 	for i, t := range d.tracks {
 		if t != nil && t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
 			t.queued = d.tickNo
-			todo = append(todo, due{keyOf(snap.Processes[i]), t})
+			p := &snap.Processes[i]
+			todo = append(todo, due{p.DeviceUUID, keyOf(p), t})
 		}
 	}
 	slices.SortFunc(todo, func(a, b due) int {
 		if c := a.t.lastVerdict.Compare(b.t.lastVerdict); c != 0 {
 			return c
 		}
-		return cmp.Or(cmp.Compare(a.k.gpu, b.k.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
+		return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
 	})
 	for _, x := range todo[:min(len(todo), d.opts.MaxVerdicts)] {
 		v := x.t.det.Verdict()
@@ -273,14 +278,16 @@ func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 // their tracks: what the alerts, the history, the policies and the State
 // are derived from.
 func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
-	d.records = d.records[:0]
-	for i, p := range snap.Processes {
-		t := d.tracks[i]
+	// The records are written in place: a record is a large struct, and
+	// there are as many as processes at every sample.
+	d.records = slices.Grow(d.records[:0], len(snap.Processes))[:len(snap.Processes)]
+	for i := range snap.Processes {
+		p, r, t := &snap.Processes[i], &d.records[i], d.tracks[i]
 		if t == nil {
-			d.records = append(d.records, sample.FromGPU(p))
+			*r = sample.FromGPU(*p)
 			continue
 		}
-		r := sample.New(p, t.command, t.display)
+		*r = sample.New(p, t.command, t.display)
 		if !t.idleSince.IsZero() {
 			r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
 		}
@@ -288,9 +295,8 @@ func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
 			r.Leak, r.Slope = true, t.verdict.Slope
 		}
 		if d.opts.Workload != nil {
-			r.Workload = d.opts.Workload(p)
+			r.Workload = d.opts.Workload(*p)
 		}
-		d.records = append(d.records, r)
 	}
 }
 
@@ -349,18 +355,18 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 	}
 	s.Processes = make([]api.Process, len(d.records))
 	for i := range d.records {
-		r, t := &d.records[i], d.tracks[i]
-		ap := api.Process{
-			GPU: r.GPU, GPUIndex: r.GPUIndex, PID: r.PID, StartTime: r.StartTime, User: r.User, Command: r.Display,
-			UsedBytes: r.Bytes, MemoryKnown: r.MemoryKnown, Flags: d.flagNames(r.Flags), Container: r.ContainerID,
-			Pod: r.Workload.Pod, Namespace: r.Workload.Namespace, ContainerName: r.Workload.Container,
-			RecentStep: step, Recent: []uint64{},
-		}
+		// Filled in place: a Process is a large struct.
+		r, t, ap := &d.records[i], d.tracks[i], &s.Processes[i]
+		ap.GPU, ap.GPUIndex, ap.PID, ap.StartTime, ap.User, ap.Command = r.GPU, r.GPUIndex, r.PID, r.StartTime, r.User, r.Display
+		ap.UsedBytes, ap.MemoryKnown, ap.Flags, ap.Container = r.Bytes, r.MemoryKnown, d.flagNames(r.Flags), r.ContainerID
+		ap.Pod, ap.Namespace, ap.ContainerName = r.Workload.Pod, r.Workload.Namespace, r.Workload.Container
+		ap.RecentStep, ap.Recent = step, []uint64{}
 		if t != nil {
 			ap.Leak, ap.Recent = t.leak, t.recentValues(now)
 		}
-		ap.SetAllocator(allocatorOf(r.Alloc))
-		s.Processes[i] = ap
+		if r.Alloc != nil {
+			ap.SetAllocator(allocatorOf(r.Alloc))
+		}
 	}
 	return s
 }
