@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -210,6 +211,7 @@ type Sampler struct {
 	// at the same place again (the usual case), the caches' maps are not
 	// looked up.
 	hints   [][]procHint
+	order   procOrder
 	sampled bool
 	chanBuf []statchan.Record
 	allocs  AllocIndex
@@ -326,37 +328,83 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 		}
 		s.cache.prune(now, live)
 	}
-	snap.Processes = sortedProcesses(lists)
+	snap.Processes = s.order.sorted(lists)
 	s.sampled = true
 	return snap, nil
 }
 
-// sortedProcesses joins the devices' process lists into one, ordered by
-// memory, largest first, then PID and device: a total order. A Process is
-// a large struct, so the sort moves small keys (the order's fields and
-// where the process is) and each process is copied once, into place:
-// sorting the structs themselves cost several times the rest of a sample
-// at 1,600 processes.
-func sortedProcesses(lists [][]Process) []Process {
+// procOrder orders the snapshot's processes: the devices' lists joined
+// into one, by memory, largest first, then PID and device (a total order,
+// so every sort gives the same answer). A Process is a large struct, so
+// the sort moves small keys (the order's fields and where the process is)
+// and each process is copied once, into place: sorting the structs
+// themselves cost several times the rest of a sample at 1,600 processes.
+//
+// The keys are kept from one sample to the next. When the driver lists as
+// many processes per device as last time (the usual case), the keys start
+// in the last sample's order with this sample's figures: memory moves a
+// little between samples, so the order is nearly right and an insertion
+// sort finishes it in about one pass, where a full sort of 1,600 keys
+// costs ten. A sample where many processes changed places falls back to
+// the full sort.
+type procOrder struct {
+	keys []procKey
+	lens []int // the lists' lengths the keys were made for
+}
+
+// sorted returns the processes of lists in the snapshot's order (nil when
+// there are none).
+func (o *procOrder) sorted(lists [][]Process) []Process {
 	n := 0
-	for _, l := range lists {
+	same := len(o.lens) == len(lists)
+	for i, l := range lists {
 		n += len(l)
+		same = same && o.lens[i] == len(l)
+	}
+	o.lens = o.lens[:0]
+	for _, l := range lists {
+		o.lens = append(o.lens, len(l))
+	}
+	if same && len(o.keys) == n {
+		for i := range o.keys {
+			k := &o.keys[i]
+			p := &lists[k.list][k.at]
+			k.mem, k.pid, k.dev = p.Memory, p.PID, int32(p.Device)
+		}
+		if !insertKeys(o.keys, 8*n) {
+			sortKeys(o.keys)
+		}
+	} else {
+		o.keys = o.keys[:0]
+		for li, l := range lists {
+			for i := range l {
+				o.keys = append(o.keys, procKey{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
+			}
+		}
+		sortKeys(o.keys)
 	}
 	if n == 0 {
 		return nil
 	}
-	keys := make([]procKey, 0, n)
-	for li, l := range lists {
-		for i := range l {
-			keys = append(keys, procKey{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
-		}
-	}
-	sortKeys(keys)
-	out := make([]Process, len(keys))
-	for i, k := range keys {
+	out := make([]Process, n)
+	for i, k := range o.keys {
 		out[i] = lists[k.list][k.at]
 	}
 	return out
+}
+
+// insertKeys insertion-sorts k by procKey.before, giving up (false, k
+// then holds its keys in some order) after budget moves.
+func insertKeys(k []procKey, budget int) bool {
+	for i := 1; i < len(k); i++ {
+		for j := i; j > 0 && k[j].before(&k[j-1]); j-- {
+			k[j], k[j-1] = k[j-1], k[j]
+			if budget--; budget < 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // procHint is what the last sample found for the process the driver
@@ -506,21 +554,24 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 	if len(prev) != len(list) {
 		next = make([]procHint, 0, len(list))
 	}
-	procs := s.scratch[i][:0]
+	// The processes are written in place in the reused list: a Process is
+	// a large struct, copied once more only into the snapshot.
+	procs := slices.Grow(s.scratch[i][:0], len(list))[:len(list)]
 	for j, dp := range list {
 		var h procHint
 		if j < len(prev) && prev[j].pid == dp.PID {
 			h = prev[j]
 		}
 		h.pid = dp.PID
-		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
+		p := &procs[j]
+		*p = Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
 		ds.ProcessMemory += dp.Memory
 		if u, ok := util[dp.PID]; ok {
 			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
 		} else if method == IdleByUtilization {
 			p.UtilKnown = true // no sample in the period: no activity
 		}
-		h.proc = s.enrich(&p, now, h.proc)
+		h.proc = s.enrich(p, now, h.proc)
 		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
 			rec := *r
 			p.Alloc = &rec
@@ -529,7 +580,6 @@ func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []P
 		if isIdle, h.idle = idle.isIdle(p, h.idle, now, s.opts.IdleWindow, method); isIdle {
 			p.Flags |= FlagIdle
 		}
-		procs = append(procs, p)
 		next = append(next, h)
 	}
 	idle.forget()
@@ -621,7 +671,7 @@ func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
 	if st.PPID == 0 { // the namespace's init, or a kernel thread
 		return false
 	}
-	parent, err := s.cache.lookup(st.PPID, now)
+	parent, err := s.cache.related(st.PPID, now, &e.parent, &e.parentPID)
 	if err != nil {
 		return errors.Is(err, ErrNoProcess) // parent gone
 	}
@@ -634,7 +684,7 @@ func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
 	if st.Session == st.PID || st.Session == 0 {
 		return false // a session leader: started as a service
 	}
-	if _, err := s.cache.lookup(st.Session, now); errors.Is(err, ErrNoProcess) {
+	if _, err := s.cache.related(st.Session, now, &e.leader, &e.leaderPID); errors.Is(err, ErrNoProcess) {
 		return true // the shell or launcher that started it is gone
 	}
 	return false

@@ -24,7 +24,7 @@ func TestSortedProcesses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := sortedProcesses(tt.lists)
+			got := new(procOrder).sorted(tt.lists)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d processes, want %d", len(got), len(tt.want))
 			}
@@ -112,7 +112,7 @@ func BenchmarkSortKeys1600(b *testing.B) {
 }
 
 // BenchmarkSortKeys1600Func is the same sort through slices.SortFunc, what
-// sortedProcesses used before sortKeys.
+// the snapshot's order used before sortKeys.
 func BenchmarkSortKeys1600Func(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	src := make([]procKey, 1600)
@@ -131,5 +131,98 @@ func BenchmarkSortKeys1600Func(b *testing.B) {
 			}
 			return cmp.Compare(a.dev, b.dev)
 		})
+	}
+}
+
+// A procOrder kept across samples gives what a fresh sort gives, whether
+// the memory figures moved a little (the insertion sort finishes), a lot
+// (it gives up and sorts afresh) or the lists changed length.
+func TestProcOrderAcrossSamples(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lists := make([][]Process, 4)
+	for li := range lists {
+		for i := range 50 {
+			lists[li] = append(lists[li], Process{Device: li, PID: uint32(1000 + 7*i + li), Memory: rng.Uint64N(64) << 20})
+		}
+	}
+	var kept procOrder
+	for sample := range 300 {
+		switch {
+		case sample%50 == 49: // every figure changes: far from the last order
+			for _, l := range lists {
+				for i := range l {
+					l[i].Memory = rng.Uint64N(64) << 20
+				}
+			}
+		case sample%20 == 19: // a process comes or goes
+			li := rng.IntN(len(lists))
+			if rng.IntN(2) == 0 && len(lists[li]) > 1 {
+				lists[li] = lists[li][1:]
+			} else {
+				lists[li] = append(lists[li], Process{Device: li, PID: uint32(5000 + sample), Memory: rng.Uint64N(64) << 20})
+			}
+		default: // a few move a little, one jumps (a sawtooth's drop)
+			for range 5 {
+				l := lists[rng.IntN(len(lists))]
+				l[rng.IntN(len(l))].Memory += 1 << 20
+			}
+			l := lists[rng.IntN(len(lists))]
+			l[rng.IntN(len(l))].Memory = rng.Uint64N(64) << 20
+		}
+		got := kept.sorted(lists)
+		want := new(procOrder).sorted(lists)
+		if len(got) != len(want) {
+			t.Fatalf("sample %d: %d processes, want %d", sample, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].PID != want[i].PID || got[i].Device != want[i].Device || got[i].Memory != want[i].Memory {
+				t.Fatalf("sample %d: place %d holds %d/%d (%d), want %d/%d (%d)", sample, i,
+					got[i].Device, got[i].PID, got[i].Memory, want[i].Device, want[i].PID, want[i].Memory)
+			}
+		}
+		for i := 1; i < len(got); i++ {
+			a, b := procKey{mem: got[i-1].Memory, pid: got[i-1].PID, dev: int32(got[i-1].Device)}, procKey{mem: got[i].Memory, pid: got[i].PID, dev: int32(got[i].Device)}
+			if !a.before(&b) {
+				t.Fatalf("sample %d: places %d and %d out of order", sample, i-1, i)
+			}
+		}
+	}
+}
+
+// insertKeys gives up within its budget on a reversed list, and sorts a
+// nearly sorted one.
+func TestInsertKeysBudget(t *testing.T) {
+	k := make([]procKey, 100)
+	for i := range k {
+		k[i] = procKey{mem: uint64(i)} // smallest first: reversed
+	}
+	if insertKeys(k, 200) {
+		t.Error("a reversed list of 100 sorted within 200 moves")
+	}
+	for i := range k {
+		k[i] = procKey{mem: uint64(len(k) - i)}
+	}
+	k[10], k[11] = k[11], k[10]
+	if !insertKeys(k, 200) || !slices.IsSortedFunc(k, func(a, b procKey) int { return cmp.Compare(b.mem, a.mem) }) {
+		t.Error("a list one swap from sorted was not sorted")
+	}
+}
+
+// BenchmarkSortedNearly1600 is the snapshot's order at a sample where a
+// few of 1,600 processes moved: the usual case.
+func BenchmarkSortedNearly1600(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	lists := make([][]Process, 8)
+	for li := range lists {
+		for i := range 200 {
+			lists[li] = append(lists[li], Process{Device: li, PID: uint32(1000 + 8*i + li), Memory: rng.Uint64N(1<<14) << 20})
+		}
+	}
+	var o procOrder
+	o.sorted(lists)
+	for b.Loop() {
+		l := lists[rng.IntN(len(lists))]
+		l[rng.IntN(len(l))].Memory = rng.Uint64N(1<<14) << 20
+		o.sorted(lists)
 	}
 }
