@@ -14,6 +14,35 @@ import (
 	"github.com/vramhq/vram/serve/store"
 )
 
+// The State is built once per sample, when first asked for, and a sample
+// while a reader holds it leaves it as it was; each sample publishes one
+// state event, which carries no State.
+func TestStateBuiltOncePerSample(t *testing.T) {
+	e := newEnv(t, 1, DefaultConfig())
+	events, cancel := e.d.Subscribe()
+	defer cancel()
+	e.step(time.Second)
+	if ev := <-events; ev.Kind != "state" || ev.State != nil {
+		t.Fatalf("event %+v, want a state event without its State", ev)
+	}
+	a, _ := e.d.State()
+	b, _ := e.d.State()
+	if len(a.Processes) == 0 || &a.Processes[0] != &b.Processes[0] {
+		t.Fatal("two reads of one sample built two States")
+	}
+	held := append([]api.Process(nil), a.Processes...)
+	e.step(time.Second)
+	c, _ := e.d.State()
+	if !c.Time.After(a.Time) || &c.Processes[0] == &a.Processes[0] {
+		t.Fatalf("the State after a sample is the old one (time %v, was %v)", c.Time, a.Time)
+	}
+	for i := range held {
+		if a.Processes[i].UsedBytes != held[i].UsedBytes || len(a.Processes[i].Recent) != len(held[i].Recent) {
+			t.Fatalf("process %d of the held State changed with the next sample", i)
+		}
+	}
+}
+
 func TestState(t *testing.T) {
 	e := newEnv(t, 2, DefaultConfig())
 	if _, ok := e.d.State(); ok {

@@ -2,7 +2,7 @@ package serve
 
 // What the sampling goroutine remembers between samples: each device's
 // health and recent memory, each process lifetime's detector and recent
-// memory; and the immutable State built from them at every sample.
+// memory; and the immutable State built from them for the latest sample.
 
 import (
 	"cmp"
@@ -73,19 +73,21 @@ type procTrack struct {
 	// is its index when histGen is the interval's (histAcc.gen) plus one.
 	histGen uint64
 	histAt  int
-	// recentOut is the last Recent handed to a State and when: at sample
-	// intervals under a second it is rebuilt once a second (a sparkline
-	// needs no more, and at 1,600 processes the copies cost).
+	// recentOut is the Recent the States show and when it was copied from
+	// recent (refreshRecent): at sample intervals under a second it is
+	// copied once a second (a sparkline needs no more, and at 1,600
+	// processes the copies cost).
 	recentOut []uint64
 	recentAt  time.Time
 }
 
-// recentValues returns the Recent slice for a State at time now.
-func (t *procTrack) recentValues(now time.Time) []uint64 {
+// refreshRecent brings recentOut up to date for the sample at now. It is
+// called at every sample, whether a State is built or not, so that which
+// values a State shows does not depend on when it is read.
+func (t *procTrack) refreshRecent(now time.Time) {
 	if t.recentOut == nil || now.Sub(t.recentAt) >= time.Second || now.Before(t.recentAt) {
 		t.recentOut, t.recentAt = t.recent.values(), now
 	}
-	return t.recentOut
 }
 
 // health updates each device's health from the sample (a failed query
@@ -297,6 +299,7 @@ func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
 		if d.opts.Workload != nil {
 			r.Workload = d.opts.Workload(*p)
 		}
+		t.refreshRecent(now)
 	}
 }
 
@@ -321,9 +324,11 @@ func leakOf(t *procTrack) *api.Leak {
 	return l
 }
 
-// buildState makes the State every reader sees until the next sample. It
-// is never modified once published.
-func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Alert) *api.State {
+// buildState makes the State every reader sees until the next sample, from
+// the sample at now (snap, nil when it failed as a whole), the alerts then
+// firing and the history writer's warning then. It is never modified once
+// published. It runs under stateMu.
+func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Alert, warning string) *api.State {
 	step := d.cfg.Interval.Seconds()
 	s := &api.State{
 		Schema: api.Schema, Time: now, Hostname: d.hostname, Simulated: d.info.Simulated,
@@ -350,8 +355,8 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 		return s
 	}
 	s.Warnings = snap.Warnings
-	if w := d.w.warning(); w != "" {
-		s.Warnings = append(slices.Clip(s.Warnings), w)
+	if warning != "" {
+		s.Warnings = append(slices.Clip(s.Warnings), warning)
 	}
 	s.Processes = make([]api.Process, len(d.records))
 	for i := range d.records {
@@ -362,7 +367,7 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 		ap.Pod, ap.Namespace, ap.ContainerName = r.Workload.Pod, r.Workload.Namespace, r.Workload.Container
 		ap.RecentStep, ap.Recent = step, []uint64{}
 		if t != nil {
-			ap.Leak, ap.Recent = t.leak, t.recentValues(now)
+			ap.Leak, ap.Recent = t.leak, t.recentOut
 		}
 		if r.Alloc != nil {
 			ap.SetAllocator(allocatorOf(r.Alloc))
