@@ -164,7 +164,7 @@ type Daemon struct {
 	pol    *policy.Policy
 	engine *alert.Engine
 	devs   []*devTrack
-	procs  map[procKey]*procTrack
+	procs  map[uint64]*procTrack // by procKey.slot
 	// The latest sample's records, one per process (record), and their
 	// tracks: tracks[i] is the lifetime of records[i] and of the
 	// snapshot's Processes[i] (nil in the one case a track could not be
@@ -261,7 +261,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		opts: o, log: o.Logger, now: o.Now, host: o.Opened.Host, sampler: o.Opened.Sampler,
 		ids: o.Opened.Sampler.Devices(), hostname: o.Opened.Hostname, info: info,
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
-		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[procKey]*procTrack{}, names: map[gpu.Flags][]string{},
+		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, names: map[gpu.Flags][]string{},
 	}
 	// The statistics channel at most once a second (its writers publish
 	// every 100 ms at most, and each read opens every file): half an

@@ -370,17 +370,17 @@ func TestDetectorsFollowLifetimes(t *testing.T) {
 	}
 	leak := byShape(t, snap, "leak")
 	k := keyOf(&leak)
-	if e.d.procs[k] == nil {
+	if e.d.trackOf(k) == nil {
 		t.Fatalf("no track for %+v", k)
 	}
 	e.host.setHidden(leak.PID, true)
 	e.step(time.Second)
-	if e.d.procs[k] != nil {
+	if e.d.trackOf(k) != nil {
 		t.Error("the track of an exited process was kept")
 	}
 	e.host.setHidden(leak.PID, false)
 	e.step(time.Second)
-	if tr := e.d.procs[k]; tr == nil || tr.recent.values()[0] == 0 || len(tr.recent.values()) != 1 {
+	if tr := e.d.trackOf(k); tr == nil || tr.recent.values()[0] == 0 || len(tr.recent.values()) != 1 {
 		t.Errorf("a process that reappears starts a new track: %+v", tr)
 	}
 }

@@ -34,8 +34,7 @@ type devTrack struct {
 // procKey identifies a process lifetime on one GPU: a reused PID has a new
 // start time and therefore a new key (start is Unix nanoseconds, 0 when
 // unknown). The GPU is its NVML index, which names one GPU (one UUID) for
-// the sampler's life: a key of three numbers hashes much faster than one
-// holding the UUID, and every process is looked up at every sample.
+// the sampler's life.
 type procKey struct {
 	dev   int32
 	pid   uint32
@@ -50,6 +49,15 @@ func keyOf(p *gpu.Process) procKey {
 	return k
 }
 
+// slot is where the track of a lifetime is kept (Daemon.procs): its GPU
+// and PID, one number, which a map looks up much faster than the whole
+// key, and every process is looked up at every sample. A PID's lifetimes
+// on one GPU follow one another, so one slot holds the current one: a
+// new start time replaces the track of the lifetime before, which has
+// ended, as the end of a sample drops the track of a lifetime no longer
+// listed.
+func (k procKey) slot() uint64 { return uint64(uint32(k.dev))<<32 | uint64(k.pid) }
+
 // procTrack is one process lifetime on one GPU.
 type procTrack struct {
 	det         *detect.Detector
@@ -63,6 +71,7 @@ type procTrack struct {
 	seen        uint64    // the tick that last listed it
 	queued      uint64    // the tick that last queued it for a verdict
 	device      int       // NVML index
+	start       int64     // procKey.start
 	// The command line as /proc has it and as shown (gpu.Printable), read
 	// once per lifetime.
 	command, display string
@@ -173,8 +182,11 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	for i := range snap.Processes {
 		p := &snap.Processes[i]
 		k := keyOf(p)
-		t, ok := d.procs[k]
-		if !ok {
+		t := d.procs[k.slot()]
+		if t == nil || t.start != k.start {
+			if t != nil && t.confirmed { // the PID's lifetime before on this GPU
+				d.slopesChanged = true
+			}
 			cfg := d.opts.Detector
 			for _, dt := range d.devs {
 				if dt.id.UUID == p.DeviceUUID {
@@ -187,8 +199,8 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 				d.tracks = append(d.tracks, nil)
 				continue
 			}
-			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, command: p.Command(), display: p.DisplayCommand()}
-			d.procs[k] = t
+			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, start: k.start, command: p.Command(), display: p.DisplayCommand()}
+			d.procs[k.slot()] = t
 		}
 		d.tracks = append(d.tracks, t)
 		if t.seen != d.tickNo {
@@ -217,12 +229,12 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			}
 		}
 	}
-	for k, t := range d.procs {
-		if t.seen != d.tickNo && !failedGPU[k.dev] {
+	for slot, t := range d.procs {
+		if t.seen != d.tickNo && !failedGPU[int32(t.device)] {
 			if t.confirmed {
 				d.slopesChanged = true
 			}
-			delete(d.procs, k)
+			delete(d.procs, slot)
 		}
 	}
 }
@@ -268,9 +280,9 @@ func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 	}
 	d.slopesChanged = false
 	slopes := map[metrics.ProcessKey]float64{}
-	for k, t := range d.procs {
+	for slot, t := range d.procs {
 		if t.confirmed {
-			slopes[metrics.ProcessKey{GPU: t.device, PID: k.pid}] = t.verdict.Slope
+			slopes[metrics.ProcessKey{GPU: t.device, PID: uint32(slot)}] = t.verdict.Slope
 		}
 	}
 	d.coll.SetLeakSlopes(slopes)
