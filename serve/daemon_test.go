@@ -99,6 +99,18 @@ func TestRecentRing(t *testing.T) {
 	if v := r.values(); len(v) != 3 || v[0] != 3 || v[2] != 5 {
 		t.Errorf("ring = %v, want [3 4 5]", v)
 	}
+	// A slice handed out keeps its values however many pushes follow,
+	// across the log's renewals, while the ring moves on.
+	held := r.values()
+	for i := uint64(6); i <= 20; i++ {
+		r.push(i)
+		if v := r.values(); len(v) != 3 || v[0] != i-2 || v[2] != i {
+			t.Fatalf("after pushing %d: ring = %v", i, v)
+		}
+	}
+	if held[0] != 3 || held[1] != 4 || held[2] != 5 || cap(held) != 3 {
+		t.Errorf("a slice handed out changed: %v (cap %d)", held, cap(held))
+	}
 }
 
 func TestHistoryFoldsPeaks(t *testing.T) {

@@ -82,10 +82,9 @@ type procTrack struct {
 	// is its index when histGen is the interval's (histAcc.gen) plus one.
 	histGen uint64
 	histAt  int
-	// recentOut is the Recent the States show and when it was copied from
-	// recent (refreshRecent): at sample intervals under a second it is
-	// copied once a second (a sparkline needs no more, and at 1,600
-	// processes the copies cost).
+	// recentOut is the Recent the States show and when it was taken from
+	// recent (refreshRecent): at sample intervals under a second it moves
+	// on once a second, which is all a sparkline needs.
 	recentOut []uint64
 	recentAt  time.Time
 }
