@@ -21,10 +21,20 @@ import (
 // itself otherwise (a time outside years 0-9999 or with an offset of a
 // day or more, a float that is not finite), so that errors stay its errors.
 func marshalState(s State) ([]byte, error) {
-	if b, ok := appendState(make([]byte, 0, stateSizeHint(s)), s); ok {
-		return b, nil
+	return appendStateJSON(make([]byte, 0, stateSizeHint(s)), s)
+}
+
+// appendStateJSON is marshalState appending to b, so that a caller can
+// reuse its buffer; on an error b is returned as it was.
+func appendStateJSON(b []byte, s State) ([]byte, error) {
+	if out, ok := appendState(b, s); ok {
+		return out, nil
 	}
-	return json.Marshal(toWire(s))
+	data, err := json.Marshal(toWire(s))
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
 }
 
 // marshalProcesses is the processes route's document, as marshalState.

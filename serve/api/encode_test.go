@@ -102,6 +102,31 @@ func randomState(r *rand.Rand) State {
 	return s
 }
 
+// appendStateJSON appends what marshalState returns, fast encoder or
+// encoding/json alike, and leaves the buffer as it was on an error.
+func TestAppendStateJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	prefix := []byte("event: state\ndata: ")
+	failed := 0
+	for i := range 500 {
+		s := randomState(r)
+		want, werr := marshalState(s)
+		got, err := appendStateJSON(slices.Clone(prefix), s)
+		switch {
+		case werr != nil:
+			failed++
+			if err == nil || !bytes.Equal(got, prefix) {
+				t.Fatalf("state %d: %q, %v; want the prefix alone and marshalState's error %v", i, got, err, werr)
+			}
+		case err != nil || !bytes.Equal(got, append(slices.Clone(prefix), want...)):
+			t.Fatalf("state %d: %q, %v; want the prefix and marshalState's bytes", i, got, err)
+		}
+	}
+	if failed == 0 {
+		t.Error("no random state failed to encode: the error path was not tested")
+	}
+}
+
 func TestAppendStateMatchesEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	fast := 0

@@ -63,8 +63,7 @@ func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 			st = &latest
 		}
 		last = time.Now()
-		data, err := marshalState(h.prepare(*st))
-		return s.encoded("state", data, err)
+		return s.state(h.prepare(*st))
 	}
 	if err := sendState(nil); err != nil {
 		return h.streamEnd(r, err)
@@ -140,6 +139,9 @@ type stream struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf bytes.Buffer
+	// states is the buffer state events are encoded into, kept from one
+	// to the next: a State is megabytes of JSON, written once a second.
+	states []byte
 }
 
 // event writes "event: name" and v as one data line (JSON never holds a
@@ -161,6 +163,18 @@ func (s *stream) encoded(name string, data []byte, err error) error {
 	s.buf.Write(data)
 	s.buf.WriteString("\n\n")
 	return s.write(s.buf.Bytes())
+}
+
+// state writes a state event, st encoded in place after the event's
+// header.
+func (s *stream) state(st State) error {
+	const head = "event: state\ndata: "
+	b, err := appendStateJSON(append(s.states[:0], head...), st)
+	if err != nil {
+		return fmt.Errorf("encoding a state event: %w", err)
+	}
+	s.states = append(b, "\n\n"...)
+	return s.write(s.states)
 }
 
 func (s *stream) write(p []byte) error {
