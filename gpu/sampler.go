@@ -3,7 +3,6 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -203,9 +202,8 @@ type Sampler struct {
 	ids   []Identity
 	cache *procCache
 	idle  []*idleState // per selected device
-	// Per selected device, the last sample's process list, reused: Sample
-	// copies the lists into its snapshot.
-	scratch [][]Process
+	// Per selected device, this sample's driver queries (reused).
+	queried []deviceSample
 	// Per selected device, the last sample's entries of each listed
 	// process, in the driver's order: when the driver lists the same PID
 	// at the same place again (the usual case), the caches' maps are not
@@ -304,33 +302,134 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	now := s.opts.Now()
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
 	s.readChannel(snap)
+	if s.queried == nil {
+		s.queried = make([]deviceSample, len(s.devs))
+		s.hints = make([][]procHint, len(s.devs))
+	}
 	failed := 0
-	var lists [][]Process
 	for i, d := range s.devs {
-		ds, procs, err := s.sampleDevice(i, d, now)
+		ds, err := s.queryDevice(i, d, now, &s.queried[i])
 		if err != nil {
 			failed++
 			ds.Err = err
+			s.queried[i] = deviceSample{failed: true}
 			snap.Warnings = append(snap.Warnings, fmt.Sprintf("GPU %d: %v", ds.Index, err))
 		}
 		snap.Devices = append(snap.Devices, ds)
-		lists = append(lists, procs)
 	}
 	if failed > 0 && failed == len(s.devs) {
 		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
 	}
 	if s.cache != nil && s.cache.pruneDue(now) {
 		live := map[int]bool{}
-		for _, l := range lists {
-			for _, p := range l {
+		for _, q := range s.queried {
+			for _, p := range q.list {
 				live[int(p.PID)] = true
 			}
 		}
 		s.cache.prune(now, live)
 	}
-	snap.Processes = s.order.sorted(lists)
+	snap.Processes = s.processes(snap.Devices, now)
 	s.sampled = true
 	return snap, nil
+}
+
+// deviceSample is what the driver said of one device in a sample, before
+// its processes are made.
+type deviceSample struct {
+	failed bool
+	list   []DriverProcess
+	util   map[uint32]ProcessUtilization
+	method IdleMethod
+}
+
+// queryDevice asks the driver about device i (memory, utilization,
+// processes; per-process utilization for the idle rule) into q.
+func (s *Sampler) queryDevice(i int, d Device, now time.Time, q *deviceSample) (DeviceState, error) {
+	ds := DeviceState{Identity: s.ids[i]}
+	var err error
+	if ds.Memory, err = d.Memory(); err != nil {
+		return ds, err
+	}
+	if ds.Utilization, err = d.Utilization(); err != nil && !errors.Is(err, ErrNotSupported) {
+		return ds, err
+	}
+	list, err := d.Processes()
+	if err != nil {
+		return ds, err
+	}
+	ds.Processes = len(list)
+	idle := s.idle[i]
+	idle.observeDevice(now, ds.Utilization)
+	util, method := idle.processUtilization(d, now)
+	ds.IdleMethod = method
+	for _, dp := range list {
+		ds.ProcessMemory += dp.Memory
+	}
+	if ds.Memory.Used > ds.ProcessMemory {
+		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
+	}
+	*q = deviceSample{list: list, util: util, method: method}
+	return ds, nil
+}
+
+// processes makes the sample's processes in the snapshot's order. The
+// order depends only on what the driver listed (memory, PID, device), so
+// it is settled first and each process is made once, in its place in the
+// snapshot: a Process is a large struct, and there are as many as the
+// host has processes at every sample.
+func (s *Sampler) processes(devs []DeviceState, now time.Time) []Process {
+	keys := s.order.sorted(s.queried, devs)
+	// This sample's hints replace the last one's in place where a list
+	// kept its length: each place is read before it is written.
+	next := make([][]procHint, len(s.queried))
+	for i, q := range s.queried {
+		switch {
+		case q.failed:
+			next[i] = s.hints[i] // kept for when the device answers again
+		case len(s.hints[i]) == len(q.list):
+			next[i] = s.hints[i]
+		default:
+			next[i] = make([]procHint, len(q.list))
+		}
+	}
+	var out []Process // nil when there are none
+	if len(keys) > 0 {
+		out = make([]Process, len(keys))
+	}
+	for n, k := range keys {
+		q, ds := &s.queried[k.list], &devs[k.list]
+		dp := &q.list[k.at]
+		var h procHint
+		if prev := s.hints[k.list]; int(k.at) < len(prev) && prev[k.at].pid == dp.PID {
+			h = prev[k.at]
+		}
+		h.pid = dp.PID
+		p := &out[n]
+		*p = Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
+		if u, ok := q.util[dp.PID]; ok {
+			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
+		} else if q.method == IdleByUtilization {
+			p.UtilKnown = true // no sample in the period: no activity
+		}
+		h.proc = s.enrich(p, now, h.proc)
+		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
+			rec := *r
+			p.Alloc = &rec
+		}
+		var isIdle bool
+		if isIdle, h.idle = s.idle[k.list].isIdle(p, h.idle, now, s.opts.IdleWindow, q.method); isIdle {
+			p.Flags |= FlagIdle
+		}
+		next[k.list][k.at] = h
+	}
+	for i, q := range s.queried {
+		if !q.failed {
+			s.idle[i].forget()
+		}
+	}
+	s.hints = next
+	return out
 }
 
 // procOrder orders the snapshot's processes: the devices' lists joined
@@ -352,45 +451,40 @@ type procOrder struct {
 	lens []int // the lists' lengths the keys were made for
 }
 
-// sorted returns the processes of lists in the snapshot's order (nil when
-// there are none).
-func (o *procOrder) sorted(lists [][]Process) []Process {
+// sorted returns the keys of the devices' listed processes (qs, devs:
+// the devices' driver answers and states, in the same order) in the
+// snapshot's order; the slice is the procOrder's, valid until the next
+// call.
+func (o *procOrder) sorted(qs []deviceSample, devs []DeviceState) []procKey {
 	n := 0
-	same := len(o.lens) == len(lists)
-	for i, l := range lists {
-		n += len(l)
-		same = same && o.lens[i] == len(l)
+	same := len(o.lens) == len(qs)
+	for i, q := range qs {
+		n += len(q.list)
+		same = same && o.lens[i] == len(q.list)
 	}
 	o.lens = o.lens[:0]
-	for _, l := range lists {
-		o.lens = append(o.lens, len(l))
+	for _, q := range qs {
+		o.lens = append(o.lens, len(q.list))
 	}
 	if same && len(o.keys) == n {
 		for i := range o.keys {
 			k := &o.keys[i]
-			p := &lists[k.list][k.at]
-			k.mem, k.pid, k.dev = p.Memory, p.PID, int32(p.Device)
+			p := &qs[k.list].list[k.at]
+			k.mem, k.pid, k.dev = p.Memory, p.PID, int32(devs[k.list].Index)
 		}
 		if !insertKeys(o.keys, 8*n) {
 			sortKeys(o.keys)
 		}
-	} else {
-		o.keys = o.keys[:0]
-		for li, l := range lists {
-			for i := range l {
-				o.keys = append(o.keys, procKey{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
-			}
+		return o.keys
+	}
+	o.keys = o.keys[:0]
+	for li, q := range qs {
+		for i := range q.list {
+			o.keys = append(o.keys, procKey{q.list[i].Memory, q.list[i].PID, int32(devs[li].Index), int32(li), int32(i)})
 		}
-		sortKeys(o.keys)
 	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]Process, n)
-	for i, k := range o.keys {
-		out[i] = lists[k.list][k.at]
-	}
-	return out
+	sortKeys(o.keys)
+	return o.keys
 }
 
 // insertKeys insertion-sorts k by procKey.before, giving up (false, k
@@ -523,71 +617,6 @@ func heapKeys(k []procKey) {
 		k[0], k[i] = k[i], k[0]
 		down(0, i)
 	}
-}
-
-func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
-	ds := DeviceState{Identity: s.ids[i]}
-	var err error
-	if ds.Memory, err = d.Memory(); err != nil {
-		return ds, nil, err
-	}
-	if ds.Utilization, err = d.Utilization(); err != nil && !errors.Is(err, ErrNotSupported) {
-		return ds, nil, err
-	}
-	list, err := d.Processes()
-	if err != nil {
-		return ds, nil, err
-	}
-	ds.Processes = len(list)
-	idle := s.idle[i]
-	idle.observeDevice(now, ds.Utilization)
-	util, method := idle.processUtilization(d, now)
-	ds.IdleMethod = method
-
-	if s.scratch == nil {
-		s.scratch = make([][]Process, len(s.devs))
-	}
-	if s.hints == nil {
-		s.hints = make([][]procHint, len(s.devs))
-	}
-	prev, next := s.hints[i], s.hints[i][:0]
-	if len(prev) != len(list) {
-		next = make([]procHint, 0, len(list))
-	}
-	// The processes are written in place in the reused list: a Process is
-	// a large struct, copied once more only into the snapshot.
-	procs := slices.Grow(s.scratch[i][:0], len(list))[:len(list)]
-	for j, dp := range list {
-		var h procHint
-		if j < len(prev) && prev[j].pid == dp.PID {
-			h = prev[j]
-		}
-		h.pid = dp.PID
-		p := &procs[j]
-		*p = Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
-		ds.ProcessMemory += dp.Memory
-		if u, ok := util[dp.PID]; ok {
-			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
-		} else if method == IdleByUtilization {
-			p.UtilKnown = true // no sample in the period: no activity
-		}
-		h.proc = s.enrich(p, now, h.proc)
-		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
-			rec := *r
-			p.Alloc = &rec
-		}
-		var isIdle bool
-		if isIdle, h.idle = idle.isIdle(p, h.idle, now, s.opts.IdleWindow, method); isIdle {
-			p.Flags |= FlagIdle
-		}
-		next = append(next, h)
-	}
-	idle.forget()
-	s.scratch[i], s.hints[i] = procs, next
-	if ds.Memory.Used > ds.ProcessMemory {
-		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
-	}
-	return ds, procs, nil
 }
 
 // readChannel reads the statistics channel for this sample. A channel
