@@ -173,3 +173,86 @@ func TestPairFloors(t *testing.T) {
 		})
 	}
 }
+
+// randomSegmented is a series of n points in a few segments, with many
+// ties (flat segments among them) when ties is set.
+func randomSegmented(r *rand.Rand, n int, ties bool) (t, x []float64, seg []int) {
+	t, x, seg = make([]float64, n), make([]float64, n), make([]int, n)
+	id, level := 0, 0.0
+	for i := range x {
+		if i > 0 && r.IntN(8) == 0 {
+			id++
+			level = float64(r.IntN(5))
+		}
+		seg[i] = id
+		t[i] = float64(i) + float64(r.IntN(3))/4 // some equal times
+		switch {
+		case ties && id%2 == 0:
+			x[i] = level // a flat segment
+		case ties:
+			x[i] = level + float64(r.IntN(3))
+		default:
+			x[i] = level + r.NormFloat64()
+		}
+	}
+	return t, x, seg
+}
+
+// The nested horizons' S from shared rows is mkTest's S on each suffix,
+// whatever order the suffixes are asked in.
+func TestKendallRowsMatchMkTest(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 500 {
+		n := 1 + r.IntN(70)
+		_, x, seg := randomSegmented(r, n, trial%2 == 0)
+		if trial%5 == 0 {
+			seg = nil
+		}
+		rows := newKendallRows(x, seg)
+		for _, lo := range []int{n - 1, n - min(n, 12), n / 2, 0, n / 3, n - 1} {
+			var sh []int
+			if seg != nil {
+				sh = seg[lo:]
+			}
+			want := mkTest(x[lo:], sh, make([]float64, n)).S
+			if got := rows.suffixS(lo); got != want {
+				t.Fatalf("trial %d: S of x[%d:] = %d, want %d (x %v, seg %v)", trial, lo, got, want, x, seg)
+			}
+		}
+	}
+}
+
+// theilSen's shortcut for flat segments gives the median of the pairs,
+// and so does its general path on the series that take it.
+func TestTheilSenMatchesPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for trial := range 1000 {
+		n := 1 + r.IntN(40)
+		tt, x, seg := randomSegmented(r, n, trial%2 == 0)
+		if trial%3 == 0 { // every segment flat
+			for i := range x {
+				x[i] = float64(seg[i] % 3)
+			}
+		}
+		var pairs []float64
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if seg[j] == seg[i] && tt[j] > tt[i] {
+					pairs = append(pairs, (x[j]-x[i])/(tt[j]-tt[i]))
+				}
+			}
+		}
+		want := 0.0
+		if len(pairs) > 0 {
+			slices.Sort(pairs)
+			want = pairs[len(pairs)/2]
+			if len(pairs)%2 == 0 {
+				lo := pairs[len(pairs)/2-1]
+				want = lo + (want-lo)/2
+			}
+		}
+		if got, _ := theilSen(tt, x, seg, nil); got != want {
+			t.Fatalf("trial %d: theilSen = %v, want %v (t %v, x %v, seg %v)", trial, got, want, tt, x, seg)
+		}
+	}
+}

@@ -169,6 +169,14 @@ func (d *Detector) mkTrend(x []float64, seg []int) trend {
 	return trend{mk: mkTest(x, seg, d.tmp), n: len(x)}
 }
 
+// mkTrendS is mkTrend with the test's S given.
+func (d *Detector) mkTrendS(s int64, x []float64, seg []int) trend {
+	if cap(d.tmp) < len(x) {
+		d.tmp = make([]float64, len(x))
+	}
+	return trend{mk: mkTestS(s, x, seg, d.tmp), n: len(x)}
+}
+
 // slopeOf completes a trend made by mkTrend: the Theil–Sen slope, the span
 // and the growth.
 func (d *Detector) slopeOf(tr *trend, t, x []float64, seg []int) {
@@ -290,13 +298,25 @@ func (d *Detector) analyze(pts []window) Verdict {
 	alpha := cfg.Alpha / float64(len(horizons))
 	var best *trend
 	var rejected []string
+	rows := newKendallRows(f, seg)
+	// The longest horizon is the whole steady state, which step 5 reports
+	// when no horizon shows a leak: its trend is kept (whole), and whether
+	// its slope was computed (wholeSloped).
+	var whole trend
+	wholeSloped := false
 	for _, h := range horizons {
 		th, fh, sh := t[len(t)-h:], f[len(f)-h:], seg[len(seg)-h:]
-		tr := d.mkTrend(fh, sh)
+		tr := d.mkTrendS(rows.suffixS(len(f)-h), fh, sh)
+		if h == len(f) {
+			whole = tr
+		}
 		if tr.mk.P >= alpha {
 			continue // not significant: the slope would not be looked at
 		}
 		d.slopeOf(&tr, th, fh, sh)
+		if h == len(f) {
+			whole, wholeSloped = tr, true
+		}
 		if tr.slope < cfg.MinSlope || tr.growth < cfg.MinGrowth {
 			continue
 		}
@@ -340,8 +360,12 @@ func (d *Detector) analyze(pts []window) Verdict {
 		}
 	}
 
-	// 5. No leak: report the whole steady state, inside segments.
-	d.fill(&v, d.trendOf(t, f, seg), len(horizons), NoLeak)
+	// 5. No leak: report the whole steady state, inside segments (the
+	// longest horizon, tested above).
+	if !wholeSloped {
+		d.slopeOf(&whole, t, f, seg)
+	}
+	d.fill(&v, whole, len(horizons), NoLeak)
 	var b strings.Builder
 	fmt.Fprintf(&b, "floor not rising: %s/s over %v (p=%.2g)", mib(v.Slope), v.Horizon, v.P)
 	if v.StepsUp+v.StepsDown > 0 {

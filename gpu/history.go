@@ -18,6 +18,11 @@ type procEntry struct {
 	// dropped: the cache no longer holds this entry (replaced or pruned),
 	// so a caller's pointer to it must be looked up again.
 	dropped bool
+	// The entries of the process's parent and session leader as the last
+	// sample found them, and the PIDs they were found for: hints for get,
+	// since every sample looks them up for the orphan rule.
+	parent, leader       *procEntry
+	parentPID, leaderPID int
 }
 
 // procCache caches /proc reads per (PID, start time). Not safe for
@@ -33,18 +38,12 @@ func newProcCache(src ProcSource, refresh time.Duration) *procCache {
 	return &procCache{src: src, refresh: refresh, m: map[int]*procEntry{}}
 }
 
-// lookup returns the entry for pid, re-reading /proc/PID/stat when the
-// entry is older than the refresh period. A new start time means a new
-// process behind a reused PID: its details are read afresh. The entry is
-// returned with its error (a negative entry when err is not nil).
-func (c *procCache) lookup(pid int, now time.Time) (*procEntry, error) {
-	e := c.get(pid, now, nil)
-	return e, e.err
-}
-
-// get is lookup given the entry the caller last had for pid (hint, nil
-// when none): while it is still the cache's (not dropped), the map is not
-// looked up.
+// get returns the entry for pid, re-reading /proc/PID/stat when the entry
+// is older than the refresh period. A new start time means a new process
+// behind a reused PID: its details are read afresh. A negative entry (err
+// set) says the PID had no readable process. hint is the entry the caller
+// last had for pid (nil when none): while it is still the cache's (not
+// dropped), the map is not looked up.
 func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
 	e := hint
 	if e == nil || e.dropped {
@@ -66,6 +65,19 @@ func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
 	}
 	e.stat, e.checked = st, now
 	return e
+}
+
+// related is get of a PID that an entry names (its parent or session
+// leader), given the entry found the last time it named one (*hint, for
+// *hintPID), which it updates; the entry comes with its error.
+func (c *procCache) related(pid int, now time.Time, hint **procEntry, hintPID *int) (*procEntry, error) {
+	h := *hint
+	if *hintPID != pid {
+		h = nil
+	}
+	e := c.get(pid, now, h)
+	*hint, *hintPID = e, pid
+	return e, e.err
 }
 
 // replace puts ne in old's place (old nil when pid had no entry).
@@ -224,7 +236,7 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 // whether it has been idle for the window.
 // e is the PID's entry as the caller last had it (nil when none); the
 // entry used is returned, for the next call.
-func (s *idleState) isIdle(p Process, e *pidIdle, now time.Time, window time.Duration, method IdleMethod) (bool, *pidIdle) {
+func (s *idleState) isIdle(p *Process, e *pidIdle, now time.Time, window time.Duration, method IdleMethod) (bool, *pidIdle) {
 	if e == nil || e.dropped {
 		e = s.pid(p.PID)
 	}

@@ -202,14 +202,14 @@ type Sampler struct {
 	ids   []Identity
 	cache *procCache
 	idle  []*idleState // per selected device
-	// Per selected device, the last sample's process list, reused: Sample
-	// copies the lists into its snapshot.
-	scratch [][]Process
+	// Per selected device, this sample's driver queries (reused).
+	queried []deviceSample
 	// Per selected device, the last sample's entries of each listed
 	// process, in the driver's order: when the driver lists the same PID
 	// at the same place again (the usual case), the caches' maps are not
 	// looked up.
 	hints   [][]procHint
+	order   procOrder
 	sampled bool
 	chanBuf []statchan.Record
 	allocs  AllocIndex
@@ -302,61 +302,203 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 	now := s.opts.Now()
 	snap := &Snapshot{Time: now, Host: s.host.Info()}
 	s.readChannel(snap)
+	if s.queried == nil {
+		s.queried = make([]deviceSample, len(s.devs))
+		s.hints = make([][]procHint, len(s.devs))
+	}
 	failed := 0
-	var lists [][]Process
 	for i, d := range s.devs {
-		ds, procs, err := s.sampleDevice(i, d, now)
+		ds, err := s.queryDevice(i, d, now, &s.queried[i])
 		if err != nil {
 			failed++
 			ds.Err = err
+			s.queried[i] = deviceSample{failed: true}
 			snap.Warnings = append(snap.Warnings, fmt.Sprintf("GPU %d: %v", ds.Index, err))
 		}
 		snap.Devices = append(snap.Devices, ds)
-		lists = append(lists, procs)
 	}
 	if failed > 0 && failed == len(s.devs) {
 		return nil, fmt.Errorf("sample: every GPU failed: %w", snap.Devices[0].Err)
 	}
 	if s.cache != nil && s.cache.pruneDue(now) {
 		live := map[int]bool{}
-		for _, l := range lists {
-			for _, p := range l {
+		for _, q := range s.queried {
+			for _, p := range q.list {
 				live[int(p.PID)] = true
 			}
 		}
 		s.cache.prune(now, live)
 	}
-	snap.Processes = sortedProcesses(lists)
+	snap.Processes = s.processes(snap.Devices, now)
 	s.sampled = true
 	return snap, nil
 }
 
-// sortedProcesses joins the devices' process lists into one, ordered by
-// memory, largest first, then PID and device: a total order. A Process is
-// a large struct, so the sort moves small keys (the order's fields and
-// where the process is) and each process is copied once, into place:
-// sorting the structs themselves cost several times the rest of a sample
-// at 1,600 processes.
-func sortedProcesses(lists [][]Process) []Process {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
+// deviceSample is what the driver said of one device in a sample, before
+// its processes are made.
+type deviceSample struct {
+	failed bool
+	list   []DriverProcess
+	util   map[uint32]ProcessUtilization
+	method IdleMethod
+}
+
+// queryDevice asks the driver about device i (memory, utilization,
+// processes; per-process utilization for the idle rule) into q.
+func (s *Sampler) queryDevice(i int, d Device, now time.Time, q *deviceSample) (DeviceState, error) {
+	ds := DeviceState{Identity: s.ids[i]}
+	var err error
+	if ds.Memory, err = d.Memory(); err != nil {
+		return ds, err
 	}
-	if n == 0 {
-		return nil
+	if ds.Utilization, err = d.Utilization(); err != nil && !errors.Is(err, ErrNotSupported) {
+		return ds, err
 	}
-	keys := make([]procKey, 0, n)
-	for li, l := range lists {
-		for i := range l {
-			keys = append(keys, procKey{l[i].Memory, l[i].PID, int32(l[i].Device), int32(li), int32(i)})
+	list, err := d.Processes()
+	if err != nil {
+		return ds, err
+	}
+	ds.Processes = len(list)
+	idle := s.idle[i]
+	idle.observeDevice(now, ds.Utilization)
+	util, method := idle.processUtilization(d, now)
+	ds.IdleMethod = method
+	for _, dp := range list {
+		ds.ProcessMemory += dp.Memory
+	}
+	if ds.Memory.Used > ds.ProcessMemory {
+		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
+	}
+	*q = deviceSample{list: list, util: util, method: method}
+	return ds, nil
+}
+
+// processes makes the sample's processes in the snapshot's order. The
+// order depends only on what the driver listed (memory, PID, device), so
+// it is settled first and each process is made once, in its place in the
+// snapshot: a Process is a large struct, and there are as many as the
+// host has processes at every sample.
+func (s *Sampler) processes(devs []DeviceState, now time.Time) []Process {
+	keys := s.order.sorted(s.queried, devs)
+	// This sample's hints replace the last one's in place where a list
+	// kept its length: each place is read before it is written.
+	next := make([][]procHint, len(s.queried))
+	for i, q := range s.queried {
+		switch {
+		case q.failed:
+			next[i] = s.hints[i] // kept for when the device answers again
+		case len(s.hints[i]) == len(q.list):
+			next[i] = s.hints[i]
+		default:
+			next[i] = make([]procHint, len(q.list))
 		}
 	}
-	sortKeys(keys)
-	out := make([]Process, len(keys))
-	for i, k := range keys {
-		out[i] = lists[k.list][k.at]
+	var out []Process // nil when there are none
+	if len(keys) > 0 {
+		out = make([]Process, len(keys))
 	}
+	for n, k := range keys {
+		q, ds := &s.queried[k.list], &devs[k.list]
+		dp := &q.list[k.at]
+		var h procHint
+		if prev := s.hints[k.list]; int(k.at) < len(prev) && prev[k.at].pid == dp.PID {
+			h = prev[k.at]
+		}
+		h.pid = dp.PID
+		p := &out[n]
+		*p = Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
+		if u, ok := q.util[dp.PID]; ok {
+			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
+		} else if q.method == IdleByUtilization {
+			p.UtilKnown = true // no sample in the period: no activity
+		}
+		h.proc = s.enrich(p, now, h.proc)
+		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
+			rec := *r
+			p.Alloc = &rec
+		}
+		var isIdle bool
+		if isIdle, h.idle = s.idle[k.list].isIdle(p, h.idle, now, s.opts.IdleWindow, q.method); isIdle {
+			p.Flags |= FlagIdle
+		}
+		next[k.list][k.at] = h
+	}
+	for i, q := range s.queried {
+		if !q.failed {
+			s.idle[i].forget()
+		}
+	}
+	s.hints = next
 	return out
+}
+
+// procOrder orders the snapshot's processes: the devices' lists joined
+// into one, by memory, largest first, then PID and device (a total order,
+// so every sort gives the same answer). A Process is a large struct, so
+// the sort moves small keys (the order's fields and where the process is)
+// and each process is copied once, into place: sorting the structs
+// themselves cost several times the rest of a sample at 1,600 processes.
+//
+// The keys are kept from one sample to the next. When the driver lists as
+// many processes per device as last time (the usual case), the keys start
+// in the last sample's order with this sample's figures: memory moves a
+// little between samples, so the order is nearly right and an insertion
+// sort finishes it in about one pass, where a full sort of 1,600 keys
+// costs ten. A sample where many processes changed places falls back to
+// the full sort.
+type procOrder struct {
+	keys []procKey
+	lens []int // the lists' lengths the keys were made for
+}
+
+// sorted returns the keys of the devices' listed processes (qs, devs:
+// the devices' driver answers and states, in the same order) in the
+// snapshot's order; the slice is the procOrder's, valid until the next
+// call.
+func (o *procOrder) sorted(qs []deviceSample, devs []DeviceState) []procKey {
+	n := 0
+	same := len(o.lens) == len(qs)
+	for i, q := range qs {
+		n += len(q.list)
+		same = same && o.lens[i] == len(q.list)
+	}
+	o.lens = o.lens[:0]
+	for _, q := range qs {
+		o.lens = append(o.lens, len(q.list))
+	}
+	if same && len(o.keys) == n {
+		for i := range o.keys {
+			k := &o.keys[i]
+			p := &qs[k.list].list[k.at]
+			k.mem, k.pid, k.dev = p.Memory, p.PID, int32(devs[k.list].Index)
+		}
+		if !insertKeys(o.keys, 8*n) {
+			sortKeys(o.keys)
+		}
+		return o.keys
+	}
+	o.keys = o.keys[:0]
+	for li, q := range qs {
+		for i := range q.list {
+			o.keys = append(o.keys, procKey{q.list[i].Memory, q.list[i].PID, int32(devs[li].Index), int32(li), int32(i)})
+		}
+	}
+	sortKeys(o.keys)
+	return o.keys
+}
+
+// insertKeys insertion-sorts k by procKey.before, giving up (false, k
+// then holds its keys in some order) after budget moves.
+func insertKeys(k []procKey, budget int) bool {
+	for i := 1; i < len(k); i++ {
+		for j := i; j > 0 && k[j].before(&k[j-1]); j-- {
+			k[j], k[j-1] = k[j-1], k[j]
+			if budget--; budget < 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // procHint is what the last sample found for the process the driver
@@ -477,69 +619,6 @@ func heapKeys(k []procKey) {
 	}
 }
 
-func (s *Sampler) sampleDevice(i int, d Device, now time.Time) (DeviceState, []Process, error) {
-	ds := DeviceState{Identity: s.ids[i]}
-	var err error
-	if ds.Memory, err = d.Memory(); err != nil {
-		return ds, nil, err
-	}
-	if ds.Utilization, err = d.Utilization(); err != nil && !errors.Is(err, ErrNotSupported) {
-		return ds, nil, err
-	}
-	list, err := d.Processes()
-	if err != nil {
-		return ds, nil, err
-	}
-	ds.Processes = len(list)
-	idle := s.idle[i]
-	idle.observeDevice(now, ds.Utilization)
-	util, method := idle.processUtilization(d, now)
-	ds.IdleMethod = method
-
-	if s.scratch == nil {
-		s.scratch = make([][]Process, len(s.devs))
-	}
-	if s.hints == nil {
-		s.hints = make([][]procHint, len(s.devs))
-	}
-	prev, next := s.hints[i], s.hints[i][:0]
-	if len(prev) != len(list) {
-		next = make([]procHint, 0, len(list))
-	}
-	procs := s.scratch[i][:0]
-	for j, dp := range list {
-		var h procHint
-		if j < len(prev) && prev[j].pid == dp.PID {
-			h = prev[j]
-		}
-		h.pid = dp.PID
-		p := Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
-		ds.ProcessMemory += dp.Memory
-		if u, ok := util[dp.PID]; ok {
-			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
-		} else if method == IdleByUtilization {
-			p.UtilKnown = true // no sample in the period: no activity
-		}
-		h.proc = s.enrich(&p, now, h.proc)
-		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
-			rec := *r
-			p.Alloc = &rec
-		}
-		var isIdle bool
-		if isIdle, h.idle = idle.isIdle(p, h.idle, now, s.opts.IdleWindow, method); isIdle {
-			p.Flags |= FlagIdle
-		}
-		procs = append(procs, p)
-		next = append(next, h)
-	}
-	idle.forget()
-	s.scratch[i], s.hints[i] = procs, next
-	if ds.Memory.Used > ds.ProcessMemory {
-		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
-	}
-	return ds, procs, nil
-}
-
 // readChannel reads the statistics channel for this sample. A channel
 // that cannot be read is a warning: the processes then lack Alloc.
 func (s *Sampler) readChannel(snap *Snapshot) {
@@ -621,7 +700,7 @@ func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
 	if st.PPID == 0 { // the namespace's init, or a kernel thread
 		return false
 	}
-	parent, err := s.cache.lookup(st.PPID, now)
+	parent, err := s.cache.related(st.PPID, now, &e.parent, &e.parentPID)
 	if err != nil {
 		return errors.Is(err, ErrNoProcess) // parent gone
 	}
@@ -634,7 +713,7 @@ func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
 	if st.Session == st.PID || st.Session == 0 {
 		return false // a session leader: started as a service
 	}
-	if _, err := s.cache.lookup(st.Session, now); errors.Is(err, ErrNoProcess) {
+	if _, err := s.cache.related(st.Session, now, &e.leader, &e.leaderPID); errors.Is(err, ErrNoProcess) {
 		return true // the shell or launcher that started it is gone
 	}
 	return false

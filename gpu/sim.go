@@ -27,7 +27,6 @@ type Sim struct {
 	byDev [][]*simProc     // per device, by PID: fixed after NewSim
 
 	mu        sync.Mutex
-	peak      map[[2]int]uint64 // (device, pid) -> highest memory reported
 	exitedAcc map[int][]AccountingRecord
 	faults    map[int]error // FailDevice (sim_fault.go)
 
@@ -45,8 +44,9 @@ type simProc struct {
 	amp    uint64  // bytes
 	period float64 // seconds
 	phase  float64
-	busy   bool // shows SM activity
-	hidden bool // listed by the driver, absent from /proc
+	busy   bool   // shows SM activity
+	hidden bool   // listed by the driver, absent from /proc
+	peak   uint64 // the highest memory reported on its device (Sim.mu)
 }
 
 const simTotal = 143771 << 20 // the memory of an H200 card
@@ -76,7 +76,7 @@ func NewSimProcs(n, perGPU int, seed int64, now func() time.Time) (*Sim, error) 
 	if now == nil {
 		now = time.Now
 	}
-	s := &Sim{start: now(), now: now, seed: seed, procs: map[int]*simProc{}, peak: map[[2]int]uint64{}, exitedAcc: map[int][]AccountingRecord{}}
+	s := &Sim{start: now(), now: now, seed: seed, procs: map[int]*simProc{}, exitedAcc: map[int][]AccountingRecord{}}
 	rng := rand.New(rand.NewSource(seed))
 	boot := s.start.Add(-72 * time.Hour).Truncate(time.Second)
 	// Parents: init, a user manager, a shell, a Jupyter server, a container shim.
@@ -306,13 +306,13 @@ func (d *simDevice) Processes() ([]DriverProcess, error) {
 		return nil, err
 	}
 	t := d.sim.elapsed()
-	var out []DriverProcess
+	procs := d.sim.devProcs(d.index)
+	out := make([]DriverProcess, 0, len(procs))
 	d.sim.mu.Lock()
 	defer d.sim.mu.Unlock()
-	for _, p := range d.sim.devProcs(d.index) {
+	for _, p := range procs {
 		m := p.memory(t)
-		k := [2]int{d.index, p.stat.PID}
-		d.sim.peak[k] = max(d.sim.peak[k], m)
+		p.peak = max(p.peak, m)
 		out = append(out, DriverProcess{PID: uint32(p.stat.PID), Memory: m, MemoryKnown: true, Kind: KindCompute})
 	}
 	return append(out, d.sim.channelProcs(d.index)...), nil
@@ -341,8 +341,7 @@ func (d *simDevice) Accounting() ([]AccountingRecord, error) {
 	defer d.sim.mu.Unlock()
 	var out []AccountingRecord
 	for _, p := range d.sim.devProcs(d.index) {
-		k := [2]int{d.index, p.stat.PID}
-		peak := max(d.sim.peak[k], p.memory(t))
+		peak := max(p.peak, p.memory(t))
 		if p.amp > 0 {
 			peak = max(peak, roundMiB(p.base+p.amp))
 		}

@@ -8,33 +8,40 @@ import (
 	"testing"
 )
 
-func TestSortedProcesses(t *testing.T) {
-	p := func(dev int, pid uint32, mem uint64) Process {
-		return Process{Device: dev, PID: pid, Memory: mem, Comm: fmt.Sprint(dev, "/", pid)}
+// order runs o on driver lists whose devices' indices are their places.
+func order(o *procOrder, lists [][]DriverProcess) []procKey {
+	qs, devs := make([]deviceSample, len(lists)), make([]DeviceState, len(lists))
+	for i, l := range lists {
+		qs[i].list, devs[i].Index = l, i
 	}
+	return o.sorted(qs, devs)
+}
+
+func TestSortedProcesses(t *testing.T) {
+	p := func(pid uint32, mem uint64) DriverProcess { return DriverProcess{PID: pid, Memory: mem} }
 	tests := []struct {
 		name  string
-		lists [][]Process
-		want  []string // Comm of each, in order
+		lists [][]DriverProcess
+		want  []string // device/PID of each, in order
 	}{
 		{"none", nil, nil},
-		{"empty lists", [][]Process{{}, {}}, nil},
-		{"by memory, largest first", [][]Process{{p(0, 5, 1), p(0, 6, 3)}, {p(1, 7, 2)}}, []string{"0/6", "1/7", "0/5"}},
-		{"ties by PID, then device", [][]Process{{p(0, 9, 4), p(0, 3, 4)}, {p(1, 3, 4), p(1, 2, 1)}}, []string{"0/3", "1/3", "0/9", "1/2"}},
+		{"empty lists", [][]DriverProcess{{}, {}}, nil},
+		{"by memory, largest first", [][]DriverProcess{{p(5, 1), p(6, 3)}, {p(7, 2)}}, []string{"0/6", "1/7", "0/5"}},
+		{"ties by PID, then device", [][]DriverProcess{{p(9, 4), p(3, 4)}, {p(3, 4), p(2, 1)}}, []string{"0/3", "1/3", "0/9", "1/2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := sortedProcesses(tt.lists)
+			got := order(new(procOrder), tt.lists)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d processes, want %d", len(got), len(tt.want))
 			}
-			for i, g := range got {
-				if g.Comm != tt.want[i] {
-					t.Errorf("process %d is %s, want %s", i, g.Comm, tt.want[i])
+			for i, k := range got {
+				if s := fmt.Sprint(k.dev, "/", k.pid); s != tt.want[i] {
+					t.Errorf("process %d is %s, want %s", i, s, tt.want[i])
 				}
-			}
-			if len(tt.want) == 0 && got != nil {
-				t.Errorf("got %#v, want nil", got)
+				if l := tt.lists[k.list][k.at]; l.PID != k.pid || l.Memory != k.mem || int(k.dev) != int(k.list) {
+					t.Errorf("key %d %+v does not point at its process %+v", i, k, l)
+				}
 			}
 		})
 	}
@@ -112,7 +119,7 @@ func BenchmarkSortKeys1600(b *testing.B) {
 }
 
 // BenchmarkSortKeys1600Func is the same sort through slices.SortFunc, what
-// sortedProcesses used before sortKeys.
+// the snapshot's order used before sortKeys.
 func BenchmarkSortKeys1600Func(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	src := make([]procKey, 1600)
@@ -131,5 +138,99 @@ func BenchmarkSortKeys1600Func(b *testing.B) {
 			}
 			return cmp.Compare(a.dev, b.dev)
 		})
+	}
+}
+
+// A procOrder kept across samples gives what a fresh sort gives, whether
+// the memory figures moved a little (the insertion sort finishes), a lot
+// (it gives up and sorts afresh) or the lists changed length.
+func TestProcOrderAcrossSamples(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lists := make([][]DriverProcess, 4)
+	for li := range lists {
+		for i := range 50 {
+			lists[li] = append(lists[li], DriverProcess{PID: uint32(1000 + 7*i + li), Memory: rng.Uint64N(64) << 20})
+		}
+	}
+	var kept procOrder
+	for sample := range 300 {
+		switch {
+		case sample%50 == 49: // every figure changes: far from the last order
+			for _, l := range lists {
+				for i := range l {
+					l[i].Memory = rng.Uint64N(64) << 20
+				}
+			}
+		case sample%20 == 19: // a process comes or goes
+			li := rng.IntN(len(lists))
+			if rng.IntN(2) == 0 && len(lists[li]) > 1 {
+				lists[li] = lists[li][1:]
+			} else {
+				lists[li] = append(lists[li], DriverProcess{PID: uint32(5000 + sample), Memory: rng.Uint64N(64) << 20})
+			}
+		default: // a few move a little, one jumps (a sawtooth's drop)
+			for range 5 {
+				l := lists[rng.IntN(len(lists))]
+				l[rng.IntN(len(l))].Memory += 1 << 20
+			}
+			l := lists[rng.IntN(len(lists))]
+			l[rng.IntN(len(l))].Memory = rng.Uint64N(64) << 20
+		}
+		got := order(&kept, lists)
+		want := order(new(procOrder), lists)
+		if len(got) != len(want) {
+			t.Fatalf("sample %d: %d processes, want %d", sample, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("sample %d: place %d holds %+v, want %+v", sample, i, got[i], want[i])
+			}
+			if l := lists[got[i].list][got[i].at]; l.PID != got[i].pid || l.Memory != got[i].mem {
+				t.Fatalf("sample %d: key %+v does not point at its process %+v", sample, got[i], l)
+			}
+		}
+		for i := 1; i < len(got); i++ {
+			if !got[i-1].before(&got[i]) {
+				t.Fatalf("sample %d: places %d and %d out of order", sample, i-1, i)
+			}
+		}
+	}
+}
+
+// insertKeys gives up within its budget on a reversed list, and sorts a
+// nearly sorted one.
+func TestInsertKeysBudget(t *testing.T) {
+	k := make([]procKey, 100)
+	for i := range k {
+		k[i] = procKey{mem: uint64(i)} // smallest first: reversed
+	}
+	if insertKeys(k, 200) {
+		t.Error("a reversed list of 100 sorted within 200 moves")
+	}
+	for i := range k {
+		k[i] = procKey{mem: uint64(len(k) - i)}
+	}
+	k[10], k[11] = k[11], k[10]
+	if !insertKeys(k, 200) || !slices.IsSortedFunc(k, func(a, b procKey) int { return cmp.Compare(b.mem, a.mem) }) {
+		t.Error("a list one swap from sorted was not sorted")
+	}
+}
+
+// BenchmarkSortedNearly1600 is the snapshot's order at a sample where a
+// few of 1,600 processes moved: the usual case.
+func BenchmarkSortedNearly1600(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	lists := make([][]DriverProcess, 8)
+	for li := range lists {
+		for i := range 200 {
+			lists[li] = append(lists[li], DriverProcess{PID: uint32(1000 + 8*i + li), Memory: rng.Uint64N(1<<14) << 20})
+		}
+	}
+	var o procOrder
+	order(&o, lists)
+	for b.Loop() {
+		l := lists[rng.IntN(len(lists))]
+		l[rng.IntN(len(l))].Memory = rng.Uint64N(1<<14) << 20
+		order(&o, lists)
 	}
 }

@@ -17,21 +17,27 @@ import (
 
 var _ api.Backend = (*Daemon)(nil)
 
-// State returns the latest sample. The State and everything it holds are
-// shared by every reader and must not be modified.
+// State returns the latest sample, built when it is first asked for (it
+// waits for a sample in progress to finish). The State and everything it
+// holds are shared by every reader and must not be modified.
 func (d *Daemon) State() (api.State, bool) {
-	s := d.state.Load()
-	if s == nil {
+	d.stateMu.Lock()
+	defer d.stateMu.Unlock()
+	l := d.latest
+	if !l.ok {
 		return api.State{}, false
 	}
-	return *s, true
+	if d.built == nil {
+		d.built = d.buildState(l.now, l.snap, l.firing, l.warning)
+	}
+	return *d.built, true
 }
 
-// Subscribe returns live events: a "state" event per sample, an "alert"
-// event per alert transition, an "action" event per audited action. A
-// subscriber that falls 64 events behind loses events; the daemon never
-// waits for it. The channel closes when cancel is called or the daemon
-// stops.
+// Subscribe returns live events: a "state" event per sample (without its
+// State, which State returns), an "alert" event per alert transition, an
+// "action" event per audited action. A subscriber that falls 64 events
+// behind loses events; the daemon never waits for it. The channel closes
+// when cancel is called or the daemon stops.
 func (d *Daemon) Subscribe() (<-chan api.Event, func()) { return d.hub.subscribe() }
 
 func (d *Daemon) knownGPU(uuid string) bool {

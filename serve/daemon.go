@@ -143,7 +143,18 @@ type Daemon struct {
 	retiredMu sync.Mutex
 	retired   []*alert.Notifier
 
-	state     atomic.Pointer[api.State]
+	// The State is built from the latest sample when it is first asked
+	// for (State), not at every sample: at 10 samples a second with one
+	// dashboard open it is read once a second, and building it for 1,600
+	// processes costs as much as a tenth of the sample. stateMu is held
+	// by the sampling goroutine from the end of the GPU sample to the end
+	// of the tick (and by reloads), and by State while it builds, so the
+	// build reads the sampling goroutine's records and tracks as the
+	// latest sample left them.
+	stateMu sync.Mutex
+	latest  latestSample // under stateMu
+	built   *api.State   // the latest sample's State once built; under stateMu
+
 	ticks     atomic.Int64 // samples taken
 	sampleErr atomic.Int64 // samples that failed as a whole
 	overruns  atomic.Int64 // samples that took longer than the interval
@@ -153,7 +164,7 @@ type Daemon struct {
 	pol    *policy.Policy
 	engine *alert.Engine
 	devs   []*devTrack
-	procs  map[procKey]*procTrack
+	procs  map[uint64]*procTrack // by procKey.slot
 	// The latest sample's records, one per process (record), and their
 	// tracks: tracks[i] is the lifetime of records[i] and of the
 	// snapshot's Processes[i] (nil in the one case a track could not be
@@ -250,7 +261,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		opts: o, log: o.Logger, now: o.Now, host: o.Opened.Host, sampler: o.Opened.Sampler,
 		ids: o.Opened.Sampler.Devices(), hostname: o.Opened.Hostname, info: info,
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
-		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[procKey]*procTrack{}, names: map[gpu.Flags][]string{},
+		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, names: map[gpu.Flags][]string{},
 	}
 	// The statistics channel at most once a second (its writers publish
 	// every 100 ms at most, and each read opens every file): half an
@@ -388,7 +399,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-t.C:
 			d.tick()
 		case r := <-d.reloads:
-			r.done <- d.apply(r)
+			d.stateMu.Lock()
+			err := d.apply(r)
+			d.stateMu.Unlock()
+			r.done <- err
 		case f := <-d.inspect:
 			f()
 		}
@@ -474,6 +488,10 @@ func (d *Daemon) tick() {
 	start := time.Now()
 	snap, err := d.sampler.Sample()
 	took := time.Since(start)
+	// Not held during the GPU sample: the State of the last sample can be
+	// read while the driver is slow to answer.
+	d.stateMu.Lock()
+	defer d.stateMu.Unlock()
 	d.tickNo++
 	d.ticks.Add(1)
 	now := d.now()
@@ -497,14 +515,24 @@ func (d *Daemon) tick() {
 		d.enforce.step(now, d.records, d.pol)
 	}
 	d.enforce.kills(now)
-	s := d.buildState(now, snap, firing)
-	d.state.Store(s)
-	d.hub.publish(api.Event{Kind: "state", State: s})
+	d.latest = latestSample{ok: true, now: now, snap: snap, firing: firing, warning: d.w.warning()}
+	d.built = nil
+	d.hub.publish(api.Event{Kind: "state"}) // subscribers read the State when they write it
 	if total := time.Since(start); total > d.cfg.Interval {
 		if d.overruns.Add(1)%100 == 1 {
 			d.log.Warn("a sample took longer than the interval", "took", total.Round(time.Millisecond), "interval", d.cfg.Interval, "overruns", d.overruns.Load())
 		}
 	}
+}
+
+// latestSample is what the State of the latest sample is built from,
+// besides the records and tracks the sample left.
+type latestSample struct {
+	ok      bool // a sample was taken
+	now     time.Time
+	snap    *gpu.Snapshot // nil when the sample failed as a whole
+	firing  []api.Alert
+	warning string // the history writer's warning then ("" when none)
 }
 
 // simSignaller stands in for the kernel on a simulated host: a simulated

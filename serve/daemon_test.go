@@ -14,6 +14,35 @@ import (
 	"github.com/vramhq/vram/serve/store"
 )
 
+// The State is built once per sample, when first asked for, and a sample
+// while a reader holds it leaves it as it was; each sample publishes one
+// state event, which carries no State.
+func TestStateBuiltOncePerSample(t *testing.T) {
+	e := newEnv(t, 1, DefaultConfig())
+	events, cancel := e.d.Subscribe()
+	defer cancel()
+	e.step(time.Second)
+	if ev := <-events; ev.Kind != "state" || ev.State != nil {
+		t.Fatalf("event %+v, want a state event without its State", ev)
+	}
+	a, _ := e.d.State()
+	b, _ := e.d.State()
+	if len(a.Processes) == 0 || &a.Processes[0] != &b.Processes[0] {
+		t.Fatal("two reads of one sample built two States")
+	}
+	held := append([]api.Process(nil), a.Processes...)
+	e.step(time.Second)
+	c, _ := e.d.State()
+	if !c.Time.After(a.Time) || &c.Processes[0] == &a.Processes[0] {
+		t.Fatalf("the State after a sample is the old one (time %v, was %v)", c.Time, a.Time)
+	}
+	for i := range held {
+		if a.Processes[i].UsedBytes != held[i].UsedBytes || len(a.Processes[i].Recent) != len(held[i].Recent) {
+			t.Fatalf("process %d of the held State changed with the next sample", i)
+		}
+	}
+}
+
 func TestState(t *testing.T) {
 	e := newEnv(t, 2, DefaultConfig())
 	if _, ok := e.d.State(); ok {
@@ -69,6 +98,18 @@ func TestRecentRing(t *testing.T) {
 	}
 	if v := r.values(); len(v) != 3 || v[0] != 3 || v[2] != 5 {
 		t.Errorf("ring = %v, want [3 4 5]", v)
+	}
+	// A slice handed out keeps its values however many pushes follow,
+	// across the log's renewals, while the ring moves on.
+	held := r.values()
+	for i := uint64(6); i <= 20; i++ {
+		r.push(i)
+		if v := r.values(); len(v) != 3 || v[0] != i-2 || v[2] != i {
+			t.Fatalf("after pushing %d: ring = %v", i, v)
+		}
+	}
+	if held[0] != 3 || held[1] != 4 || held[2] != 5 || cap(held) != 3 {
+		t.Errorf("a slice handed out changed: %v (cap %d)", held, cap(held))
 	}
 }
 
@@ -340,18 +381,18 @@ func TestDetectorsFollowLifetimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	leak := byShape(t, snap, "leak")
-	k := keyOf(leak)
-	if e.d.procs[k] == nil {
+	k := keyOf(&leak)
+	if e.d.trackOf(k) == nil {
 		t.Fatalf("no track for %+v", k)
 	}
 	e.host.setHidden(leak.PID, true)
 	e.step(time.Second)
-	if e.d.procs[k] != nil {
+	if e.d.trackOf(k) != nil {
 		t.Error("the track of an exited process was kept")
 	}
 	e.host.setHidden(leak.PID, false)
 	e.step(time.Second)
-	if tr := e.d.procs[k]; tr == nil || tr.recent.values()[0] == 0 || len(tr.recent.values()) != 1 {
+	if tr := e.d.trackOf(k); tr == nil || tr.recent.values()[0] == 0 || len(tr.recent.values()) != 1 {
 		t.Errorf("a process that reappears starts a new track: %+v", tr)
 	}
 }

@@ -9,19 +9,24 @@
 // changes between samples: the per-device health, the per-process leak
 // detectors, the ring buffers of recent memory, the history interval being
 // folded, the alert engine's instances, the policy state (quota timers,
-// actions already audited, SIGKILLs waiting for their grace). Nothing of
-// that is locked, because nothing else touches it. At the end of each
-// sample the loop builds a new api.State and publishes it with an atomic
-// pointer swap; readers (HTTP handlers, the metrics' scrapes) only ever
-// see a complete State, never one being built, and a State is never
-// modified once published. The loop never waits for a reader.
+// actions already audited, SIGKILLs waiting for their grace). The one
+// thing shared is the State: it is made from what the loop keeps (the
+// records, rings and verdicts of the latest sample), but only when a
+// reader first asks for it, since at 10 samples a second it is read about
+// once a second and building it for every sample of 1,600 processes cost
+// a tenth of the sample. A mutex is held by the loop from the end of the
+// GPU sample to the end of the tick (and during a reload) and by the
+// reader that builds the State; so a reader waits for a tick in progress
+// (never for the driver), sees a complete State, and every reader of one
+// sample shares one State, never modified once built. The loop never
+// waits for a reader except one that is building a State.
 //
 // # Data flow
 //
 // Each sample (every Config.Interval, 1 s by default) goes one way:
 //
 //	gpu.Sampler.Sample ──► health ──► detectors ──► records ──► history ──► alerts ──► policies ──► State
-//	     (NVML, /proc)    (Xid too)   (rings)    (one per     (fold)      (engine)    (signals)    (atomic swap,
+//	     (NVML, /proc)    (Xid too)   (rings)    (one per     (fold)      (engine)    (signals)    (when read,
 //	                                              process)                                          event hub)
 //
 // The stages, in order:
@@ -84,14 +89,16 @@
 //     checked, the handle probed with signal 0) and only the signal is
 //     held back, so the audit says what a live run would do. Every action, dry or not, is written to the store,
 //     logged, counted in vram_policy_actions_total and streamed.
-//  8. State. The State is published and a "state" event goes to the event
-//     hub, which fans events out to subscribers through bounded channels:
-//     a subscriber that falls behind loses events, never blocks the loop.
+//  8. State. The sample becomes the latest, whose State is built when it
+//     is first read, and a "state" event (without the State: the stream
+//     reads it when it writes) goes to the event hub, which fans events
+//     out to subscribers through bounded channels: a subscriber that falls
+//     behind loses events, never blocks the loop.
 //
 // # Outside the loop
 //
 // Daemon implements api.Backend for the HTTP layer (serve/api): State and
-// Subscribe read the published State and the hub; the history, alert and
+// Subscribe read the latest sample's State and the hub; the history, alert and
 // action queries read the store (SQLite in WAL mode lets them run beside
 // the writer); Signal re-checks that the named process (PID and start
 // time) holds memory in the latest State and goes through the same

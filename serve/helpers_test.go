@@ -303,3 +303,11 @@ func metricSum(t *testing.T, d *Daemon, name string, match map[string]string) fl
 	}
 	return sum
 }
+
+// trackOf is the track of the lifetime k, nil when there is none.
+func (d *Daemon) trackOf(k procKey) *procTrack {
+	if t := d.procs[k.slot()]; t != nil && t.start == k.start {
+		return t
+	}
+	return nil
+}

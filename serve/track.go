@@ -2,7 +2,7 @@ package serve
 
 // What the sampling goroutine remembers between samples: each device's
 // health and recent memory, each process lifetime's detector and recent
-// memory; and the immutable State built from them at every sample.
+// memory; and the immutable State built from them for the latest sample.
 
 import (
 	"cmp"
@@ -33,20 +33,30 @@ type devTrack struct {
 
 // procKey identifies a process lifetime on one GPU: a reused PID has a new
 // start time and therefore a new key (start is Unix nanoseconds, 0 when
-// unknown).
+// unknown). The GPU is its NVML index, which names one GPU (one UUID) for
+// the sampler's life.
 type procKey struct {
-	gpu   string
+	dev   int32
 	pid   uint32
 	start int64
 }
 
-func keyOf(p gpu.Process) procKey {
-	k := procKey{gpu: p.DeviceUUID, pid: p.PID}
+func keyOf(p *gpu.Process) procKey {
+	k := procKey{dev: int32(p.Device), pid: p.PID}
 	if !p.StartTime.IsZero() {
 		k.start = p.StartTime.UnixNano()
 	}
 	return k
 }
+
+// slot is where the track of a lifetime is kept (Daemon.procs): its GPU
+// and PID, one number, which a map looks up much faster than the whole
+// key, and every process is looked up at every sample. A PID's lifetimes
+// on one GPU follow one another, so one slot holds the current one: a
+// new start time replaces the track of the lifetime before, which has
+// ended, as the end of a sample drops the track of a lifetime no longer
+// listed.
+func (k procKey) slot() uint64 { return uint64(uint32(k.dev))<<32 | uint64(k.pid) }
 
 // procTrack is one process lifetime on one GPU.
 type procTrack struct {
@@ -61,6 +71,7 @@ type procTrack struct {
 	seen        uint64    // the tick that last listed it
 	queued      uint64    // the tick that last queued it for a verdict
 	device      int       // NVML index
+	start       int64     // procKey.start
 	// The command line as /proc has it and as shown (gpu.Printable), read
 	// once per lifetime.
 	command, display string
@@ -71,19 +82,20 @@ type procTrack struct {
 	// is its index when histGen is the interval's (histAcc.gen) plus one.
 	histGen uint64
 	histAt  int
-	// recentOut is the last Recent handed to a State and when: at sample
-	// intervals under a second it is rebuilt once a second (a sparkline
-	// needs no more, and at 1,600 processes the copies cost).
+	// recentOut is the Recent the States show and when it was taken from
+	// recent (refreshRecent): at sample intervals under a second it moves
+	// on once a second, which is all a sparkline needs.
 	recentOut []uint64
 	recentAt  time.Time
 }
 
-// recentValues returns the Recent slice for a State at time now.
-func (t *procTrack) recentValues(now time.Time) []uint64 {
+// refreshRecent brings recentOut up to date for the sample at now. It is
+// called at every sample, whether a State is built or not, so that which
+// values a State shows does not depend on when it is read.
+func (t *procTrack) refreshRecent(now time.Time) {
 	if t.recentOut == nil || now.Sub(t.recentAt) >= time.Second || now.Before(t.recentAt) {
 		t.recentOut, t.recentAt = t.recent.values(), now
 	}
-	return t.recentOut
 }
 
 // health updates each device's health from the sample (a failed query
@@ -166,10 +178,14 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	}
 	d.tracks = d.tracks[:0]
 	seen := 0 // distinct tracks listed
-	for _, p := range snap.Processes {
+	for i := range snap.Processes {
+		p := &snap.Processes[i]
 		k := keyOf(p)
-		t, ok := d.procs[k]
-		if !ok {
+		t := d.procs[k.slot()]
+		if t == nil || t.start != k.start {
+			if t != nil && t.confirmed { // the PID's lifetime before on this GPU
+				d.slopesChanged = true
+			}
 			cfg := d.opts.Detector
 			for _, dt := range d.devs {
 				if dt.id.UUID == p.DeviceUUID {
@@ -182,8 +198,8 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 				d.tracks = append(d.tracks, nil)
 				continue
 			}
-			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, command: p.Command(), display: p.DisplayCommand()}
-			d.procs[k] = t
+			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, start: k.start, command: p.Command(), display: p.DisplayCommand()}
+			d.procs[k.slot()] = t
 		}
 		d.tracks = append(d.tracks, t)
 		if t.seen != d.tickNo {
@@ -204,20 +220,20 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	if seen == len(d.procs) {
 		return // every track was listed: none is gone
 	}
-	failedGPU := map[string]bool{}
+	failedGPU := map[int32]bool{}
 	if failed {
 		for _, ds := range snap.Devices {
 			if ds.Err != nil {
-				failedGPU[ds.UUID] = true
+				failedGPU[int32(ds.Index)] = true
 			}
 		}
 	}
-	for k, t := range d.procs {
-		if t.seen != d.tickNo && !failedGPU[k.gpu] {
+	for slot, t := range d.procs {
+		if t.seen != d.tickNo && !failedGPU[int32(t.device)] {
 			if t.confirmed {
 				d.slopesChanged = true
 			}
-			delete(d.procs, k)
+			delete(d.procs, slot)
 		}
 	}
 }
@@ -227,21 +243,23 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 // metrics when they changed.
 func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 	type due struct {
-		k procKey
-		t *procTrack
+		gpu string // the UUID: due processes are judged in order of it after time
+		k   procKey
+		t   *procTrack
 	}
 	var todo []due
 	for i, t := range d.tracks {
 		if t != nil && t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
 			t.queued = d.tickNo
-			todo = append(todo, due{keyOf(snap.Processes[i]), t})
+			p := &snap.Processes[i]
+			todo = append(todo, due{p.DeviceUUID, keyOf(p), t})
 		}
 	}
 	slices.SortFunc(todo, func(a, b due) int {
 		if c := a.t.lastVerdict.Compare(b.t.lastVerdict); c != 0 {
 			return c
 		}
-		return cmp.Or(cmp.Compare(a.k.gpu, b.k.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
+		return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
 	})
 	for _, x := range todo[:min(len(todo), d.opts.MaxVerdicts)] {
 		v := x.t.det.Verdict()
@@ -261,9 +279,9 @@ func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 	}
 	d.slopesChanged = false
 	slopes := map[metrics.ProcessKey]float64{}
-	for k, t := range d.procs {
+	for slot, t := range d.procs {
 		if t.confirmed {
-			slopes[metrics.ProcessKey{GPU: t.device, PID: k.pid}] = t.verdict.Slope
+			slopes[metrics.ProcessKey{GPU: t.device, PID: uint32(slot)}] = t.verdict.Slope
 		}
 	}
 	d.coll.SetLeakSlopes(slopes)
@@ -273,14 +291,16 @@ func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
 // their tracks: what the alerts, the history, the policies and the State
 // are derived from.
 func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
-	d.records = d.records[:0]
-	for i, p := range snap.Processes {
-		t := d.tracks[i]
+	// The records are written in place: a record is a large struct, and
+	// there are as many as processes at every sample.
+	d.records = slices.Grow(d.records[:0], len(snap.Processes))[:len(snap.Processes)]
+	for i := range snap.Processes {
+		p, r, t := &snap.Processes[i], &d.records[i], d.tracks[i]
 		if t == nil {
-			d.records = append(d.records, sample.FromGPU(p))
+			*r = sample.FromGPU(*p)
 			continue
 		}
-		r := sample.New(p, t.command, t.display)
+		*r = sample.New(p, t.command, t.display)
 		if !t.idleSince.IsZero() {
 			r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
 		}
@@ -288,9 +308,9 @@ func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
 			r.Leak, r.Slope = true, t.verdict.Slope
 		}
 		if d.opts.Workload != nil {
-			r.Workload = d.opts.Workload(p)
+			r.Workload = d.opts.Workload(*p)
 		}
-		d.records = append(d.records, r)
+		t.refreshRecent(now)
 	}
 }
 
@@ -315,9 +335,11 @@ func leakOf(t *procTrack) *api.Leak {
 	return l
 }
 
-// buildState makes the State every reader sees until the next sample. It
-// is never modified once published.
-func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Alert) *api.State {
+// buildState makes the State every reader sees until the next sample, from
+// the sample at now (snap, nil when it failed as a whole), the alerts then
+// firing and the history writer's warning then. It is never modified once
+// published. It runs under stateMu.
+func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Alert, warning string) *api.State {
 	step := d.cfg.Interval.Seconds()
 	s := &api.State{
 		Schema: api.Schema, Time: now, Hostname: d.hostname, Simulated: d.info.Simulated,
@@ -344,23 +366,23 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 		return s
 	}
 	s.Warnings = snap.Warnings
-	if w := d.w.warning(); w != "" {
-		s.Warnings = append(slices.Clip(s.Warnings), w)
+	if warning != "" {
+		s.Warnings = append(slices.Clip(s.Warnings), warning)
 	}
 	s.Processes = make([]api.Process, len(d.records))
 	for i := range d.records {
-		r, t := &d.records[i], d.tracks[i]
-		ap := api.Process{
-			GPU: r.GPU, GPUIndex: r.GPUIndex, PID: r.PID, StartTime: r.StartTime, User: r.User, Command: r.Display,
-			UsedBytes: r.Bytes, MemoryKnown: r.MemoryKnown, Flags: d.flagNames(r.Flags), Container: r.ContainerID,
-			Pod: r.Workload.Pod, Namespace: r.Workload.Namespace, ContainerName: r.Workload.Container,
-			RecentStep: step, Recent: []uint64{},
-		}
+		// Filled in place: a Process is a large struct.
+		r, t, ap := &d.records[i], d.tracks[i], &s.Processes[i]
+		ap.GPU, ap.GPUIndex, ap.PID, ap.StartTime, ap.User, ap.Command = r.GPU, r.GPUIndex, r.PID, r.StartTime, r.User, r.Display
+		ap.UsedBytes, ap.MemoryKnown, ap.Flags, ap.Container = r.Bytes, r.MemoryKnown, d.flagNames(r.Flags), r.ContainerID
+		ap.Pod, ap.Namespace, ap.ContainerName = r.Workload.Pod, r.Workload.Namespace, r.Workload.Container
+		ap.RecentStep, ap.Recent = step, []uint64{}
 		if t != nil {
-			ap.Leak, ap.Recent = t.leak, t.recentValues(now)
+			ap.Leak, ap.Recent = t.leak, t.recentOut
 		}
-		ap.SetAllocator(allocatorOf(r.Alloc))
-		s.Processes[i] = ap
+		if r.Alloc != nil {
+			ap.SetAllocator(allocatorOf(r.Alloc))
+		}
 	}
 	return s
 }

@@ -21,10 +21,20 @@ import (
 // itself otherwise (a time outside years 0-9999 or with an offset of a
 // day or more, a float that is not finite), so that errors stay its errors.
 func marshalState(s State) ([]byte, error) {
-	if b, ok := appendState(make([]byte, 0, stateSizeHint(s)), s); ok {
-		return b, nil
+	return appendStateJSON(make([]byte, 0, stateSizeHint(s)), s)
+}
+
+// appendStateJSON is marshalState appending to b, so that a caller can
+// reuse its buffer; on an error b is returned as it was.
+func appendStateJSON(b []byte, s State) ([]byte, error) {
+	if out, ok := appendState(b, s); ok {
+		return out, nil
 	}
-	return json.Marshal(toWire(s))
+	data, err := json.Marshal(toWire(s))
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
 }
 
 // marshalProcesses is the processes route's document, as marshalState.
@@ -152,8 +162,31 @@ func (e *encoder) timeOrNull(t time.Time) {
 	e.time(t)
 }
 
+// uints writes vs as list does. These are the sparklines, most of a
+// State's bytes, and a series often repeats its value (memory that does
+// not move): a repeated value copies the digits just written instead of
+// formatting them again.
 func (e *encoder) uints(vs []uint64) {
-	list(e, vs, func(v *uint64) { e.b = strconv.AppendUint(e.b, *v, 10) })
+	if vs == nil {
+		e.raw("null")
+		return
+	}
+	e.b = append(e.b, '[')
+	at := 0 // where the previous value's digits start
+	for i, v := range vs {
+		if i > 0 {
+			e.b = append(e.b, ',')
+			if v == vs[i-1] {
+				n := len(e.b)
+				e.b = append(e.b, e.b[at:n-1]...)
+				at = n
+				continue
+			}
+		}
+		at = len(e.b)
+		e.b = strconv.AppendUint(e.b, v, 10)
+	}
+	e.b = append(e.b, ']')
 }
 
 func (e *encoder) strs(vs []string) { list(e, vs, func(v *string) { e.str(*v) }) }

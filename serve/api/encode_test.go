@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,6 +49,9 @@ func randomState(r *rand.Rand) State {
 		out := make([]uint64, r.IntN(130))
 		for i := range out {
 			out[i] = r.Uint64() >> r.IntN(64)
+			if i > 0 && r.IntN(3) == 0 { // memory that did not move
+				out[i] = out[i-1]
+			}
 		}
 		return out
 	}
@@ -96,6 +100,31 @@ func randomState(r *rand.Rand) State {
 		}
 	}
 	return s
+}
+
+// appendStateJSON appends what marshalState returns, fast encoder or
+// encoding/json alike, and leaves the buffer as it was on an error.
+func TestAppendStateJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	prefix := []byte("event: state\ndata: ")
+	failed := 0
+	for i := range 500 {
+		s := randomState(r)
+		want, werr := marshalState(s)
+		got, err := appendStateJSON(slices.Clone(prefix), s)
+		switch {
+		case werr != nil:
+			failed++
+			if err == nil || !bytes.Equal(got, prefix) {
+				t.Fatalf("state %d: %q, %v; want the prefix alone and marshalState's error %v", i, got, err, werr)
+			}
+		case err != nil || !bytes.Equal(got, append(slices.Clone(prefix), want...)):
+			t.Fatalf("state %d: %q, %v; want the prefix and marshalState's bytes", i, got, err)
+		}
+	}
+	if failed == 0 {
+		t.Error("no random state failed to encode: the error path was not tested")
+	}
 }
 
 func TestAppendStateMatchesEncodingJSON(t *testing.T) {
@@ -197,6 +226,18 @@ func BenchmarkMarshalState(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := marshalState(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	flat := benchState() // memory that does not move, as most processes' does
+	for i := range flat.Processes {
+		flat.Processes[i].Recent = slices.Repeat([]uint64{300 << 20}, 120)
+	}
+	b.Run("fast-flat", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := marshalState(flat); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -21,7 +21,9 @@ const streamWriteTimeout = 10 * time.Second
 // State coalescing: a "state" event is written at once when the last one
 // is at least StatePeriod old; otherwise it is kept as pending (a newer one
 // replacing it) and written when the period is over. Alerts and actions
-// are never held back.
+// are never held back. A state event without its State (the daemon's:
+// it builds a State only when asked) is written as the Backend's State
+// at the time of writing: the newest.
 func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 	if _, err := params(r); err != nil {
 		return err
@@ -51,15 +53,20 @@ func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 		return h.streamEnd(r, err)
 	}
 	var last time.Time // when the last state event was written
-	sendState := func(st State) error {
-		last = time.Now()
-		data, err := marshalState(h.prepare(st))
-		return s.encoded("state", data, err)
-	}
-	if st, ok := h.b.State(); ok {
-		if err := sendState(st); err != nil {
-			return h.streamEnd(r, err)
+	// sendState writes st, or the Backend's State when st is nil.
+	sendState := func(st *State) error {
+		if st == nil {
+			latest, ok := h.b.State()
+			if !ok {
+				return nil
+			}
+			st = &latest
 		}
+		last = time.Now()
+		return s.state(h.prepare(*st))
+	}
+	if err := sendState(nil); err != nil {
+		return h.streamEnd(r, err)
 	}
 
 	ping := time.NewTicker(h.o.PingPeriod)
@@ -68,8 +75,9 @@ func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 	timer.Stop()
 	defer timer.Stop()
 	var (
-		pending *State           // newest state not yet written
-		fire    <-chan time.Time // timer.C while pending is set
+		pending bool             // a state event is waiting for the period to end
+		pendSt  *State           // its State (nil: the Backend's)
+		fire    <-chan time.Time // timer.C while pending
 	)
 	for {
 		var err error
@@ -81,26 +89,26 @@ func (h *handler) getEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-ping.C:
 			err = s.write([]byte(": ping\n\n"))
 		case <-fire:
-			st := *pending
-			pending, fire = nil, nil
+			st := pendSt
+			pending, pendSt, fire = false, nil, nil
 			err = sendState(st)
 		case ev, ok := <-events:
 			if !ok {
 				return nil // the Backend ended the subscription (shutting down)
 			}
 			switch {
-			case ev.Kind == "state" && ev.State != nil:
-				if pending != nil {
-					pending = ev.State
+			case ev.Kind == "state":
+				if pending {
+					pendSt = ev.State
 					break
 				}
 				if wait := h.o.StatePeriod - time.Since(last); wait > 0 {
-					pending = ev.State
+					pending, pendSt = true, ev.State
 					timer.Reset(wait)
 					fire = timer.C
 					break
 				}
-				err = sendState(*ev.State)
+				err = sendState(ev.State)
 			case ev.Kind == "alert" && ev.Alert != nil:
 				err = s.event("alert", ev.Alert)
 			case ev.Kind == "action" && ev.Action != nil:
@@ -131,6 +139,9 @@ type stream struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf bytes.Buffer
+	// states is the buffer state events are encoded into, kept from one
+	// to the next: a State is megabytes of JSON, written once a second.
+	states []byte
 }
 
 // event writes "event: name" and v as one data line (JSON never holds a
@@ -152,6 +163,18 @@ func (s *stream) encoded(name string, data []byte, err error) error {
 	s.buf.Write(data)
 	s.buf.WriteString("\n\n")
 	return s.write(s.buf.Bytes())
+}
+
+// state writes a state event, st encoded in place after the event's
+// header.
+func (s *stream) state(st State) error {
+	const head = "event: state\ndata: "
+	b, err := appendStateJSON(append(s.states[:0], head...), st)
+	if err != nil {
+		return fmt.Errorf("encoding a state event: %w", err)
+	}
+	s.states = append(b, "\n\n"...)
+	return s.write(s.states)
 }
 
 func (s *stream) write(p []byte) error {

@@ -221,6 +221,40 @@ func TestEventsStateCoalescing(t *testing.T) {
 	}
 }
 
+// TestEventsStateFromBackend: a state event without its State is written
+// as the Backend's State when the stream writes it, once for a burst;
+// with no State nothing is written.
+func TestEventsStateFromBackend(t *testing.T) {
+	f := newFake()
+	opts := testOptions()
+	opts.StatePeriod = 200 * time.Millisecond
+	opts.PingPeriod = 50 * time.Millisecond
+	_, events, _ := openStream(t, f, opts)
+	if s := decodeState(t, next(t, events, false)); s.Hostname != "node-1" {
+		t.Fatal(s.Hostname)
+	}
+	f.mu.Lock()
+	f.state.Hostname = "newer"
+	f.mu.Unlock()
+	for range 5 {
+		f.publish(Event{Kind: "state"})
+	}
+	if s := decodeState(t, next(t, events, false)); s.Hostname != "newer" {
+		t.Errorf("coalesced state is %q, want the Backend's, newer", s.Hostname)
+	}
+	if ev := next(t, events, true); ev.comment != "ping" {
+		t.Errorf("after the coalesced state came %+v, want a ping", ev)
+	}
+	time.Sleep(250 * time.Millisecond) // past StatePeriod: the next is written at once
+	f.mu.Lock()
+	f.state.Hostname, f.hasState = "gone", false
+	f.mu.Unlock()
+	f.publish(Event{Kind: "state"})
+	if ev := next(t, events, true); ev.comment != "ping" {
+		t.Errorf("with no State the next item is %+v, want a ping", ev)
+	}
+}
+
 func TestEventsPing(t *testing.T) {
 	f := newFake()
 	opts := testOptions()

@@ -168,7 +168,10 @@ type SignalResult struct {
 }
 
 // Event is one item of the live stream: Kind is the SSE event name ("state",
-// "alert", "action") and exactly one of the pointers is set.
+// "alert", "action") and the pointer of that kind is set, except that a
+// "state" event may come without its State: it then says that there is a
+// new sample, whose State the stream reads from Backend.State when it
+// writes the event.
 type Event struct {
 	Kind   string
 	State  *State

@@ -69,7 +69,7 @@ type Process struct {
 // command (p.Command()) and display (p.DisplayCommand()): the daemon reads
 // them once per process lifetime rather than joining and escaping them at
 // every sample.
-func New(p gpu.Process, command, display string) Process {
+func New(p *gpu.Process, command, display string) Process {
 	r := Process{
 		GPU: p.DeviceUUID, GPUIndex: p.Device, PID: p.PID, StartTime: p.StartTime, User: p.User,
 		Command: command, Display: display, Cgroup: p.Cgroup, ContainerID: p.Container.ID, PodUID: p.Container.PodUID,
@@ -82,4 +82,4 @@ func New(p gpu.Process, command, display string) Process {
 }
 
 // FromGPU is the record of p as sampled.
-func FromGPU(p gpu.Process) Process { return New(p, p.Command(), p.DisplayCommand()) }
+func FromGPU(p gpu.Process) Process { return New(&p, p.Command(), p.DisplayCommand()) }

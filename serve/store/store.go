@@ -402,18 +402,28 @@ func (s *Store) Alerts(ctx context.Context, t0, t1 time.Time) ([]Alert, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history: alerts: %w", err)
 	}
+	return scanAlerts(rows, "alerts")
+}
+
+// scanAlerts reads the rows of a query that selects an alert's columns
+// (t, name, severity, gpu, pid, message, state) and closes them; what
+// names the query in errors.
+func scanAlerts(rows *sql.Rows, what string) ([]Alert, error) {
 	defer rows.Close()
 	var out []Alert
 	for rows.Next() {
 		var a Alert
 		var t int64
 		if err := rows.Scan(&t, &a.Name, &a.Severity, &a.GPU, &a.PID, &a.Message, &a.State); err != nil {
-			return nil, fmt.Errorf("history: alerts: %w", err)
+			return nil, fmt.Errorf("history: %s: %w", what, err)
 		}
 		a.Time = fromMS(t)
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history: %s: %w", what, err)
+	}
+	return out, nil
 }
 
 // OpenAlerts returns the alerts still open in the file: for each alert (its
@@ -430,19 +440,5 @@ SELECT t, name, severity, gpu, pid, message, state FROM (
 	if err != nil {
 		return nil, fmt.Errorf("history: open alerts: %w", err)
 	}
-	defer rows.Close()
-	var out []Alert
-	for rows.Next() {
-		var a Alert
-		var t int64
-		if err := rows.Scan(&t, &a.Name, &a.Severity, &a.GPU, &a.PID, &a.Message, &a.State); err != nil {
-			return nil, fmt.Errorf("history: open alerts: %w", err)
-		}
-		a.Time = fromMS(t)
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("history: open alerts: %w", err)
-	}
-	return out, nil
+	return scanAlerts(rows, "open alerts")
 }

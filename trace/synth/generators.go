@@ -33,12 +33,24 @@ type RandomConfig struct {
 // probability AllocProbability if the caps allow, and frees a uniformly
 // chosen live allocation if not. When the allocations are all made, the
 // remaining live ones are freed in random order.
-func Random(cfg RandomConfig) ([]rmm.Record, error) {
-	cfg.fill(nil)
-	if err := cfg.check(goNames); err != nil {
-		return nil, fmt.Errorf("synth: random: %w", err)
+func Random(cfg RandomConfig) ([]rmm.Record, error) { return generate("random", cfg, random) }
+
+// config is a generator's configuration: it takes its defaults (fill)
+// and refuses what the generator cannot make (check).
+type config[C any] interface {
+	*C
+	fill(given fields)
+	check(n names) error
+}
+
+// generate is a generator's Go entry point: cfg with its defaults, checked,
+// then made by gen; what names the generator in the error.
+func generate[C any, P config[C]](what string, cfg C, gen func(C) []rmm.Record) ([]rmm.Record, error) {
+	P(&cfg).fill(nil)
+	if err := P(&cfg).check(goNames); err != nil {
+		return nil, fmt.Errorf("synth: %s: %w", what, err)
 	}
-	return random(cfg), nil
+	return gen(cfg), nil
 }
 
 // fill sets the zero fields to their defaults, except those given.
@@ -134,11 +146,7 @@ type BatchWalkConfig struct {
 // the gradient that came before. It is the shape of memory that decides the
 // largest batch that fits.
 func BatchWalk(cfg BatchWalkConfig) ([]rmm.Record, error) {
-	cfg.fill(nil)
-	if err := cfg.check(goNames); err != nil {
-		return nil, fmt.Errorf("synth: batch walk: %w", err)
-	}
-	return batchWalk(cfg), nil
+	return generate("batch walk", cfg, batchWalk)
 }
 
 // fill sets the zero fields to their defaults, except those given.
@@ -252,13 +260,7 @@ type KVCacheConfig struct {
 // block each time its tokens fill the last one, and frees all its blocks
 // when its output is complete. Each decode step also allocates and frees a
 // scratch buffer sized by the number of sequences decoded.
-func KVCache(cfg KVCacheConfig) ([]rmm.Record, error) {
-	cfg.fill(nil)
-	if err := cfg.check(goNames); err != nil {
-		return nil, fmt.Errorf("synth: kv cache: %w", err)
-	}
-	return kvCache(cfg), nil
-}
+func KVCache(cfg KVCacheConfig) ([]rmm.Record, error) { return generate("kv cache", cfg, kvCache) }
 
 // fill sets the zero fields to their defaults, except those given.
 func (c *KVCacheConfig) fill(given fields) {
