@@ -344,12 +344,23 @@ func TestWatchTickAllocs(t *testing.T) {
 			}
 			// The first tick took a full sample: the lines carry processes
 			// until the interval ends; after it only memory is sampled.
-			if n := testing.AllocsPerRun(1, func() {
-				for range 2000 {
-					r.tick(t)
+			// AllocsPerRun counts the whole process's allocations, so a
+			// stray one elsewhere (the runtime, another goroutine) can land
+			// in a run: the least of three runs is the ticks' own count,
+			// and an allocation per tick or per line would be in all three.
+			least := -1.0
+			for range 3 {
+				n := testing.AllocsPerRun(1, func() {
+					for range 2000 {
+						r.tick(t)
+					}
+				})
+				if least < 0 || n < least {
+					least = n
 				}
-			}); n != 0 {
-				t.Errorf("%v allocations in 2000 ticks (1000 lines), want 0", n)
+			}
+			if least != 0 {
+				t.Errorf("%v allocations in 2000 ticks (1000 lines) at the least of three runs, want 0", least)
 			}
 			// Lines with processes: every tick a full sample, every line
 			// printing each process. The printing adds nothing to the
