@@ -41,8 +41,8 @@ const (
 	// recomputed: once per detector window.
 	DefaultVerdictEvery = 5 * time.Second
 	// DefaultMaxVerdicts bounds the verdicts computed in one sample. A
-	// verdict costs about 40 µs over the daemon's 64 windows, so 64 of
-	// them cost about 3 ms; on a node with more processes than
+	// verdict costs 15-30 µs over the daemon's 64 windows (development
+	// VM), so 64 of them cost 1-2 ms; on a node with more processes than
 	// 64 × (DefaultVerdictEvery / interval), verdicts come less often
 	// (round robin, oldest first).
 	DefaultMaxVerdicts = 64
