@@ -637,9 +637,9 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 			return nil, &noRoomError{fmt.Errorf("mapping %s more would pass %s of %s (%s reserved; %d idle pages, of which %s in idle chunks could move)",
 				formatBytes(short), what, formatBytes(a.capBytes), formatBytes(r), idle, formatBytes(moved))}
 		}
-		// Grow ahead by up to pg.chunk, but by no more than 1/64 of what
-		// the large pool holds, so that a small job's reserve stays close
-		// to its live bytes.
+		// Grow ahead by pg.chunk; in the fine regime by no more than 1/64
+		// of what the large pool holds, so that a small job's reserve
+		// stays close to its live bytes.
 		ahead := pg.chunk
 		if pg.fine {
 			ahead = min(pg.chunk, roundUp(uint64(a.st.s[statReservedBytes][poolLarge+1].Current)/64, g))
@@ -653,8 +653,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	var growErr error
 	bound := ^uint64(0) // by the job's size (sizeShare); pg.maxChunk may shrink in the loop
 	if sizeShare > 0 && pg.fine {
-		st := a.st.s[statReservedBytes][poolLarge+1]
-		peak := uint64(st.Peak)
+		peak := uint64(a.st.s[statReservedBytes][poolLarge+1].Peak)
 		bound = max((peak/sizeShare+g/2)/g*g, g)
 	}
 	for created := uint64(0); created < create; {
