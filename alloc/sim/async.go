@@ -32,47 +32,40 @@ type queuedOp struct {
 var _ alloc.AsyncCopier = (*Device)(nil)
 
 // CopyHtoDAsync implements alloc.AsyncCopier.
-func (d *Device) CopyHtoDAsync(dst uint64, src []byte, s alloc.Stream) (err error) {
-	c, err := d.enter(KindCopyHtoDAsync, uint64(len(src)), dst)
-	defer d.leave(c, &err)
-	if err != nil || len(src) == 0 {
-		return err
-	}
-	if err := d.checkPinnedLocked("copy host to device async", src); err != nil {
-		return err
-	}
-	if _, err := d.resolveLocked(dst, uint64(len(src))); err != nil {
-		return fmt.Errorf("copy host to device async: %w", err)
-	}
-	return d.queueLocked(s, func() error {
-		spans, err := d.resolveLocked(dst, uint64(len(src)))
-		if err != nil {
-			return fmt.Errorf("sim: asynchronous copy host to device on stream %d: %w", s, err)
-		}
-		writeSpans(spans, 0, src)
-		return nil
-	})
+func (d *Device) CopyHtoDAsync(dst uint64, src []byte, s alloc.Stream) error {
+	return d.copyAsync(KindCopyHtoDAsync, "host to device", dst, src, s, writeSpans)
 }
 
 // CopyDtoHAsync implements alloc.AsyncCopier.
-func (d *Device) CopyDtoHAsync(dst []byte, src uint64, s alloc.Stream) (err error) {
-	c, err := d.enter(KindCopyDtoHAsync, uint64(len(dst)), src)
+func (d *Device) CopyDtoHAsync(dst []byte, src uint64, s alloc.Stream) error {
+	return d.copyAsync(KindCopyDtoHAsync, "device to host", src, dst, s, readSpans)
+}
+
+// copyAsync is both directions of an asynchronous copy between the device
+// range at addr and the pinned host buffer host, dir naming the direction
+// in errors. It checks the buffer and the range when the copy is queued,
+// and queues move (writeSpans to the device, readSpans to the host) with a
+// second look at the range when the stream runs it, since the memory may
+// have been freed meanwhile.
+func (d *Device) copyAsync(k Kind, dir string, addr uint64, host []byte, s alloc.Stream, move func([]span, uint64, []byte)) (err error) {
+	n := uint64(len(host))
+	c, err := d.enter(k, n, addr)
 	defer d.leave(c, &err)
-	if err != nil || len(dst) == 0 {
+	if err != nil || n == 0 {
 		return err
 	}
-	if err := d.checkPinnedLocked("copy device to host async", dst); err != nil {
+	if err := d.checkPinnedLocked("copy "+dir+" async", host); err != nil {
 		return err
 	}
-	if _, err := d.resolveLocked(src, uint64(len(dst))); err != nil {
-		return fmt.Errorf("copy device to host async: %w", err)
+	if _, err := d.resolveLocked(addr, n); err != nil {
+		return fmt.Errorf("copy %s async: %w", dir, err)
 	}
 	return d.queueLocked(s, func() error {
-		spans, err := d.resolveLocked(src, uint64(len(dst)))
+		spans, err := d.resolveLocked(addr, n)
 		if err != nil {
-			return fmt.Errorf("sim: asynchronous copy device to host on stream %d: %w", s, err)
+			return fmt.Errorf("sim: asynchronous copy %s on stream %d: %w", dir, s, err)
 		}
-		readSpans(spans, 0, dst)
+		move(spans, 0, host)
 		return nil
 	})
 }
