@@ -3,6 +3,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -36,59 +38,60 @@ func (e *LoadError) Is(target error) bool { return target == ErrNoDriver }
 
 // driver holds the resolved addresses of the driver functions. It is filled
 // once by load and never changes afterwards, so reading it needs no lock.
+// Each function's tag names the symbols load resolves for it (bindings).
 type driver struct {
 	handle uintptr
 
-	cuInit              uintptr
-	cuDriverGetVersion  uintptr
-	cuGetErrorName      uintptr
-	cuGetErrorString    uintptr
-	cuDeviceGetCount    uintptr
-	cuDeviceGet         uintptr
-	cuDeviceGetName     uintptr
-	cuDeviceGetUuid     uintptr
-	cuDeviceTotalMem    uintptr
-	cuDeviceGetAttr     uintptr
-	cuDeviceGetPCIBusId uintptr
+	cuInit              uintptr `sym:"cuInit"`
+	cuDriverGetVersion  uintptr `sym:"cuDriverGetVersion"`
+	cuGetErrorName      uintptr `sym:"cuGetErrorName"`
+	cuGetErrorString    uintptr `sym:"cuGetErrorString"`
+	cuDeviceGetCount    uintptr `sym:"cuDeviceGetCount"`
+	cuDeviceGet         uintptr `sym:"cuDeviceGet"`
+	cuDeviceGetName     uintptr `sym:"cuDeviceGetName"`
+	cuDeviceGetUuid     uintptr `sym:"cuDeviceGetUuid_v2 cuDeviceGetUuid" bound:"uuidName"`
+	cuDeviceTotalMem    uintptr `sym:"cuDeviceTotalMem_v2"`
+	cuDeviceGetAttr     uintptr `sym:"cuDeviceGetAttribute"`
+	cuDeviceGetPCIBusId uintptr `sym:"cuDeviceGetPCIBusId"`
 
-	cuPrimaryCtxRetain  uintptr
-	cuPrimaryCtxRelease uintptr
-	cuCtxSetCurrent     uintptr
-	cuCtxGetCurrent     uintptr
-	cuCtxSynchronize    uintptr
+	cuPrimaryCtxRetain  uintptr `sym:"cuDevicePrimaryCtxRetain"`
+	cuPrimaryCtxRelease uintptr `sym:"cuDevicePrimaryCtxRelease_v2"`
+	cuCtxSetCurrent     uintptr `sym:"cuCtxSetCurrent"`
+	cuCtxGetCurrent     uintptr `sym:"cuCtxGetCurrent"`
+	cuCtxSynchronize    uintptr `sym:"cuCtxSynchronize"`
 
-	cuMemAlloc          uintptr
-	cuMemFree           uintptr
-	cuMemGetInfo        uintptr
-	cuMemcpyHtoD        uintptr
-	cuMemcpyDtoH        uintptr
-	cuMemcpyDtoD        uintptr
-	cuMemcpyHtoDAsync   uintptr
-	cuMemcpyDtoHAsync   uintptr
-	cuMemcpyDtoDAsync   uintptr
-	cuMemsetD8          uintptr
-	cuMemsetD8Async     uintptr
-	cuMemHostAlloc      uintptr
-	cuMemFreeHost       uintptr
-	cuStreamCreate      uintptr
-	cuStreamDestroy     uintptr
-	cuStreamSynchronize uintptr
-	cuStreamQuery       uintptr
-	cuEventCreate       uintptr
-	cuEventRecord       uintptr
-	cuEventQuery        uintptr
-	cuEventSynchronize  uintptr
-	cuEventDestroy      uintptr
-	cuEventElapsedTime  uintptr
+	cuMemAlloc          uintptr `sym:"cuMemAlloc_v2"`
+	cuMemFree           uintptr `sym:"cuMemFree_v2"`
+	cuMemGetInfo        uintptr `sym:"cuMemGetInfo_v2"`
+	cuMemcpyHtoD        uintptr `sym:"cuMemcpyHtoD_v2"`
+	cuMemcpyDtoH        uintptr `sym:"cuMemcpyDtoH_v2"`
+	cuMemcpyDtoD        uintptr `sym:"cuMemcpyDtoD_v2"`
+	cuMemcpyHtoDAsync   uintptr `sym:"cuMemcpyHtoDAsync_v2"`
+	cuMemcpyDtoHAsync   uintptr `sym:"cuMemcpyDtoHAsync_v2"`
+	cuMemcpyDtoDAsync   uintptr `sym:"cuMemcpyDtoDAsync_v2"`
+	cuMemsetD8          uintptr `sym:"cuMemsetD8_v2"`
+	cuMemsetD8Async     uintptr `sym:"cuMemsetD8Async"`
+	cuMemHostAlloc      uintptr `sym:"cuMemHostAlloc"`
+	cuMemFreeHost       uintptr `sym:"cuMemFreeHost"`
+	cuStreamCreate      uintptr `sym:"cuStreamCreate"`
+	cuStreamDestroy     uintptr `sym:"cuStreamDestroy_v2"`
+	cuStreamSynchronize uintptr `sym:"cuStreamSynchronize"`
+	cuStreamQuery       uintptr `sym:"cuStreamQuery"`
+	cuEventCreate       uintptr `sym:"cuEventCreate"`
+	cuEventRecord       uintptr `sym:"cuEventRecord"`
+	cuEventQuery        uintptr `sym:"cuEventQuery"`
+	cuEventSynchronize  uintptr `sym:"cuEventSynchronize"`
+	cuEventDestroy      uintptr `sym:"cuEventDestroy_v2"`
+	cuEventElapsedTime  uintptr `sym:"cuEventElapsedTime_v2 cuEventElapsedTime" bound:"elapsedTimeName"`
 
-	cuMemGetAllocationGranularity uintptr
-	cuMemAddressReserve           uintptr
-	cuMemAddressFree              uintptr
-	cuMemCreate                   uintptr
-	cuMemRelease                  uintptr
-	cuMemMap                      uintptr
-	cuMemUnmap                    uintptr
-	cuMemSetAccess                uintptr
+	cuMemGetAllocationGranularity uintptr `sym:"cuMemGetAllocationGranularity"`
+	cuMemAddressReserve           uintptr `sym:"cuMemAddressReserve"`
+	cuMemAddressFree              uintptr `sym:"cuMemAddressFree"`
+	cuMemCreate                   uintptr `sym:"cuMemCreate"`
+	cuMemRelease                  uintptr `sym:"cuMemRelease"`
+	cuMemMap                      uintptr `sym:"cuMemMap"`
+	cuMemUnmap                    uintptr `sym:"cuMemUnmap"`
+	cuMemSetAccess                uintptr `sym:"cuMemSetAccess"`
 
 	// names of the symbols actually bound where there is a choice, for errors.
 	elapsedTimeName string
@@ -102,60 +105,31 @@ type binding struct {
 	used  *string // optional: receives the name that resolved
 }
 
+// bindings lists d's functions in field order, read from the field tags:
+// sym holds the symbols to try, preferred first, separated by spaces, and
+// bound, on a function with alternatives, names the string field that
+// receives the symbol found. Every uintptr field but handle must have a
+// sym tag.
 func (d *driver) bindings() []binding {
-	one := func(dst *uintptr, name string) binding { return binding{dst: dst, names: []string{name}} }
-	return []binding{
-		one(&d.cuInit, "cuInit"),
-		one(&d.cuDriverGetVersion, "cuDriverGetVersion"),
-		one(&d.cuGetErrorName, "cuGetErrorName"),
-		one(&d.cuGetErrorString, "cuGetErrorString"),
-		one(&d.cuDeviceGetCount, "cuDeviceGetCount"),
-		one(&d.cuDeviceGet, "cuDeviceGet"),
-		one(&d.cuDeviceGetName, "cuDeviceGetName"),
-		{dst: &d.cuDeviceGetUuid, names: []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}, used: &d.uuidName},
-		one(&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
-		one(&d.cuDeviceGetAttr, "cuDeviceGetAttribute"),
-		one(&d.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId"),
-
-		one(&d.cuPrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-		one(&d.cuPrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
-		one(&d.cuCtxSetCurrent, "cuCtxSetCurrent"),
-		one(&d.cuCtxGetCurrent, "cuCtxGetCurrent"),
-		one(&d.cuCtxSynchronize, "cuCtxSynchronize"),
-
-		one(&d.cuMemAlloc, "cuMemAlloc_v2"),
-		one(&d.cuMemFree, "cuMemFree_v2"),
-		one(&d.cuMemGetInfo, "cuMemGetInfo_v2"),
-		one(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
-		one(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
-		one(&d.cuMemcpyDtoD, "cuMemcpyDtoD_v2"),
-		one(&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
-		one(&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
-		one(&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
-		one(&d.cuMemsetD8, "cuMemsetD8_v2"),
-		one(&d.cuMemsetD8Async, "cuMemsetD8Async"),
-		one(&d.cuMemHostAlloc, "cuMemHostAlloc"),
-		one(&d.cuMemFreeHost, "cuMemFreeHost"),
-		one(&d.cuStreamCreate, "cuStreamCreate"),
-		one(&d.cuStreamDestroy, "cuStreamDestroy_v2"),
-		one(&d.cuStreamSynchronize, "cuStreamSynchronize"),
-		one(&d.cuStreamQuery, "cuStreamQuery"),
-		one(&d.cuEventCreate, "cuEventCreate"),
-		one(&d.cuEventRecord, "cuEventRecord"),
-		one(&d.cuEventQuery, "cuEventQuery"),
-		one(&d.cuEventSynchronize, "cuEventSynchronize"),
-		one(&d.cuEventDestroy, "cuEventDestroy_v2"),
-		{dst: &d.cuEventElapsedTime, names: []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}, used: &d.elapsedTimeName},
-
-		one(&d.cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
-		one(&d.cuMemAddressReserve, "cuMemAddressReserve"),
-		one(&d.cuMemAddressFree, "cuMemAddressFree"),
-		one(&d.cuMemCreate, "cuMemCreate"),
-		one(&d.cuMemRelease, "cuMemRelease"),
-		one(&d.cuMemMap, "cuMemMap"),
-		one(&d.cuMemUnmap, "cuMemUnmap"),
-		one(&d.cuMemSetAccess, "cuMemSetAccess"),
+	v := reflect.ValueOf(d).Elem()
+	t := v.Type()
+	var bs []binding
+	for i := range t.NumField() {
+		f := t.Field(i)
+		syms, ok := f.Tag.Lookup("sym")
+		if !ok {
+			continue
+		}
+		if f.Type.Kind() != reflect.Uintptr {
+			panic("cuda: driver field " + f.Name + " has a sym tag but is not a uintptr")
+		}
+		b := binding{dst: (*uintptr)(v.Field(i).Addr().UnsafePointer()), names: strings.Fields(syms)}
+		if name, ok := f.Tag.Lookup("bound"); ok {
+			b.used = (*string)(v.FieldByName(name).Addr().UnsafePointer())
+		}
+		bs = append(bs, b)
 	}
+	return bs
 }
 
 // libOpener is the platform's dynamic loader (dlopen/dlsym), replaceable in tests.

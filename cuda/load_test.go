@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -80,9 +81,13 @@ func TestLoad(t *testing.T) {
 				if err != nil {
 					t.Fatalf("load: %v", err)
 				}
-				for _, b := range d.bindings() {
-					if *b.dst == 0 {
-						t.Errorf("%s not bound", b.names[0])
+				// Every function field, not only those bindings lists,
+				// so that a field without a sym tag is caught.
+				v := reflect.ValueOf(d).Elem()
+				for i := range v.NumField() {
+					f := v.Type().Field(i)
+					if f.Type.Kind() == reflect.Uintptr && f.Name != "handle" && v.Field(i).Uint() == 0 {
+						t.Errorf("%s not bound (tag %q)", f.Name, f.Tag)
 					}
 				}
 				tt.check(t, d)
