@@ -35,7 +35,8 @@
 # Every step's exit status is logged and the script exits 1 if any step
 # failed. Environment: REPEATS (3), VRAM_REPLAY_DEVICE (cuda; sim proves
 # the flow on a machine without a GPU), VRAM_REPLAY_TRACES (.gpu/traces),
-# VRAM_REPLAY_VERIFY ("leak_retained_graph lstm_varlen"), VRAM (.gpu/vram),
+# VRAM_REPLAY_VERIFY ("leak_retained_graph lstm_varlen"), VRAM_REPLAY_PIN
+# (unset; CPUS: every step under taskset -c CPUS), VRAM (.gpu/vram),
 # PYTHON (the python3 with torch, for the harness's build), build.sh's
 # CUDA_HOME and CXX; for build, VRAM_SHARED_TRACES (the RMM logs: the
 # first of ../shared/traces and the shared/traces beside the main
@@ -135,6 +136,18 @@ trap 'rm -rf "$TMP"' EXIT
 : >"$JSON"
 exec > >(tee -a "$OUT/replay.log") 2>&1
 
+# VRAM_REPLAY_PIN=CPUS runs every step under taskset -c CPUS (both
+# allocators alike), so that a run's timings do not depend on the core the
+# scheduler happens to put it on.
+PIN=()
+if [[ -n ${VRAM_REPLAY_PIN:-} ]]; then
+	if ! command -v taskset >/dev/null; then
+		echo "VRAM_REPLAY_PIN=$VRAM_REPLAY_PIN: taskset is not installed"
+		exit 2
+	fi
+	PIN=(taskset -c "$VRAM_REPLAY_PIN")
+fi
+
 if ! [[ $REPEATS =~ ^[1-9][0-9]*$ ]]; then
 	echo "REPEATS=$REPEATS: want a whole number of at least 1"
 	exit 2
@@ -160,7 +173,7 @@ run() {
 		return
 	fi
 	local rc=0 t0=$SECONDS
-	timeout "$t" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+	timeout "$t" "${PIN[@]}" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
 	cat "$TMP/err"
 	if [[ -s $TMP/out ]]; then
 		grep '^{' "$TMP/out" | sed "s/^{/{\"race\":\"$race\",\"repeat\":$rep,/" >>"$JSON" || true
@@ -170,7 +183,7 @@ run() {
 	((rc == 0)) || failed+=("$name (rc $rc)")
 }
 
-step "start $(date -u +%FT%TZ) on $(hostname), device $DEV, budget ${BUDGET}s, $REPEATS timed rounds"
+step "start $(date -u +%FT%TZ) on $(hostname), device $DEV, budget ${BUDGET}s, $REPEATS timed rounds${PIN:+, pinned: ${PIN[*]}}"
 if [[ $DEV == cuda ]]; then
 	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv || failed+=("nvidia-smi")
 	nvidia-smi --query-compute-apps=pid,used_memory --format=csv || true
