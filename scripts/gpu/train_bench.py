@@ -121,6 +121,8 @@ def parse_args(argv=None):
                     help="end the timed steps after this long (0: no limit); the line says truncated")
     ap.add_argument("--channels-last", action="store_true", help="resnet: channels_last memory format")
     ap.add_argument("--json", default="", help="append the result line to this file too")
+    ap.add_argument("--round", type=int, default=0,
+                    help="which round of train_bench.sh ROUNDS this run belongs to (0: none, left out of the line)")
     ap.add_argument("--gpu-lock", default="",
                     help="import everything, then wait for this lock file before touching the GPU")
     ap.add_argument("--group-size", type=int, default=1,
@@ -643,6 +645,8 @@ def main(argv=None):
     res = {"workload": a.workload, "allocator": a.allocator, "steps": 0, "steps_requested": a.steps,
            "warmup": a.warmup, "batch": a.batch, "seed": a.seed, "cap_gib": a.cap_gib or None,
            "torch": None, "gpu": None, "ok": False}
+    if a.round:
+        res["round"] = a.round
     code = 0
     try:
         import torch as torch_mod

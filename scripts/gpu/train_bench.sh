@@ -48,6 +48,9 @@
 # Subsets and knobs (environment):
 #   WORKLOADS="resnet gpt2 llama_lora kvgen"   ALLOCATORS="default expandable vram vram_paged"
 #   RUNS=0|1 (1)         the runs above (0: only fit, over ranges guessed without them)
+#   ROUNDS (1)           the runs ROUNDS times over, round after round (all workloads
+#                        in a round, then the next), each line tagged "round": N;
+#                        the summary then compares step times within each round
 #   STEPS / WARMUP       total and warm-up steps of the training workloads (60 / 10)
 #   KV_STEPS / KV_WARMUP the same for kvgen (55 / 5)
 #   MAX_SECONDS          bound on the timed steps of one run (18; the line says truncated)
@@ -75,6 +78,8 @@ KV_WARMUP=${KV_WARMUP:-5}
 MAX_SECONDS=${MAX_SECONDS:-18}
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 RUNS=${RUNS:-1}
+ROUNDS=${ROUNDS:-1}
+case $ROUNDS in [1-9]) ;; *) echo "ROUNDS=$ROUNDS: want 1 to 9" >&2; exit 2 ;; esac
 FIT=${FIT:-1}
 FIT_WORKLOADS=${FIT_WORKLOADS:-resnet gpt2}
 FIT_ALLOCATORS=${FIT_ALLOCATORS:-default expandable vram_paged}
@@ -110,8 +115,17 @@ print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torc
 	echo "PYTHONPATH=${PYTHONPATH:-} VRAM_LIBRARY=${VRAM_LIBRARY:-}"
 } | tee "$OUT/env.txt"
 
-# has_line WORKLOAD ALLOCATOR: train.jsonl has the run's line.
-has_line() { grep -q "^{\"workload\": \"$1\", \"allocator\": \"$2\"" "$OUT/train.jsonl"; }
+# has_line WORKLOAD ALLOCATOR: train.jsonl has the run's line (of this
+# round, with ROUNDS > 1).
+has_line() {
+	local pat="^{\"workload\": \"$1\", \"allocator\": \"$2\""
+	if [ "$ROUNDS" -gt 1 ]; then
+		grep "$pat" "$OUT/train.jsonl" | grep -qE "\"round\": $ROUND[,}]"
+	else
+		grep -q "$pat" "$OUT/train.jsonl"
+	fi
+}
+ROUND= # the round being run, empty with ROUNDS=1
 
 # group WORKLOAD ARGS...: one run per allocator, started together; they
 # take the GPU one at a time. A run that left no line gets one saying why.
@@ -130,43 +144,47 @@ group() {
 	for a in $ALLOCATORS; do
 		timeout -k 10 $(( RUN_TIMEOUT * n + 120 )) $PY $B --workload "$w" --allocator "$a" \
 			--gpu-lock "$OUT/gpu.lock" --group-size "$n" --run-timeout "$RUN_TIMEOUT" \
-			--json "$OUT/train.jsonl" "$@" > "$OUT/runs/$w.$a.log" 2>&1 &
+			--json "$OUT/train.jsonl" ${ROUND:+--round "$ROUND"} "$@" > "$OUT/runs/$w.$a${ROUND:+.r$ROUND}.log" 2>&1 &
 		pids[$a]=$!
 	done
 	for a in $ALLOCATORS; do
 		wait "${pids[$a]}"
 		rc=$?
 		if ! has_line "$w" "$a"; then
-			printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "exit status %s without a result line (124: timed out)"}\n' \
-				"$w" "$a" "$rc" >> "$OUT/train.jsonl"
+			printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "exit status %s without a result line (124: timed out)"%s}\n' \
+				"$w" "$a" "$rc" "${ROUND:+, \"round\": $ROUND}" >> "$OUT/train.jsonl"
 		fi
 		echo "-- $w $a: exit $rc: $(grep "^{\"workload\": \"$w\", \"allocator\": \"$a\"" "$OUT/train.jsonl" | tail -n 1 |
 			$PY -c 'import json,sys
 d=json.loads(sys.stdin.read())
 keys=("ok","error","step_ms_median","step_ms_p95","ratio","peak_reserved","loss_final","timed_steps","truncated","import_s","lock_wait_s","build_s","wall_s","notes")
 print(json.dumps({k: d[k] for k in keys if k in d}))' 2>&1)"
-		grep -v '^{' "$OUT/runs/$w.$a.log" | grep -v -i -e warn -e 'run_backward' | tail -n 4
+		grep -v '^{' "$OUT/runs/$w.$a${ROUND:+.r$ROUND}.log" | grep -v -i -e warn -e 'run_backward' | tail -n 4
 	done
 }
 
 if [ "$RUNS" = 1 ]; then
-	part "runs: workloads [$WORKLOADS], allocators [$ALLOCATORS]"
-	for w in $WORKLOADS; do
-		if [ "$(el)" -ge "$MAIN_BUDGET_S" ]; then
-			echo "-- $w: skipped, $(el) s is past the budget of $MAIN_BUDGET_S s for the runs"
-			for a in $ALLOCATORS; do
-				printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "skipped: the time budget was spent"}\n' "$w" "$a" >> "$OUT/train.jsonl"
-			done
-			continue
-		fi
-		tw=$(date +%s)
-		if [ "$w" = kvgen ]; then
-			group "$w" --steps "$KV_STEPS" --warmup "$KV_WARMUP" --max-seconds "$MAX_SECONDS"
-		else
-			group "$w" --steps "$STEPS" --warmup "$WARMUP" --max-seconds "$MAX_SECONDS"
-		fi
-		part "workload $w done in $(( $(date +%s) - tw )) s"
+	for r in $(seq "$ROUNDS"); do
+		[ "$ROUNDS" -gt 1 ] && ROUND=$r
+		part "runs${ROUND:+, round $ROUND of $ROUNDS}: workloads [$WORKLOADS], allocators [$ALLOCATORS]"
+		for w in $WORKLOADS; do
+			if [ "$(el)" -ge "$MAIN_BUDGET_S" ]; then
+				echo "-- $w: skipped, $(el) s is past the budget of $MAIN_BUDGET_S s for the runs"
+				for a in $ALLOCATORS; do
+					printf '{"workload": "%s", "allocator": "%s", "ok": false, "error": "skipped: the time budget was spent"%s}\n' "$w" "$a" "${ROUND:+, \"round\": $ROUND}" >> "$OUT/train.jsonl"
+				done
+				continue
+			fi
+			tw=$(date +%s)
+			if [ "$w" = kvgen ]; then
+				group "$w" --steps "$KV_STEPS" --warmup "$KV_WARMUP" --max-seconds "$MAX_SECONDS"
+			else
+				group "$w" --steps "$STEPS" --warmup "$WARMUP" --max-seconds "$MAX_SECONDS"
+			fi
+			part "workload $w done in $(( $(date +%s) - tw )) s"
+		done
 	done
+	ROUND=
 fi
 
 if [ "$PERCALL" = 1 ]; then
