@@ -169,9 +169,13 @@ type Daemon struct {
 	// tracks: tracks[i] is the lifetime of records[i] and of the
 	// snapshot's Processes[i] (nil in the one case a track could not be
 	// made). Both are rebuilt in place at every sample.
-	records       []sample.Process
-	tracks        []*procTrack
-	slopesChanged bool                   // the metrics' leak slopes are out of date
+	records []sample.Process
+	tracks  []*procTrack
+	due     []dueVerdict // the sample's lifetimes whose verdict is due (observe)
+	// The confirmed leaks' slopes, as the metrics have them once
+	// slopesChanged is false again (judge).
+	slopes        map[metrics.ProcessKey]float64
+	slopesChanged bool
 	names         map[gpu.Flags][]string // flagNames
 	hist          histAcc
 	lastHW        time.Time // last history write
@@ -261,7 +265,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		opts: o, log: o.Logger, now: o.Now, host: o.Opened.Host, sampler: o.Opened.Sampler,
 		ids: o.Opened.Sampler.Devices(), hostname: o.Opened.Hostname, info: info,
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
-		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, names: map[gpu.Flags][]string{},
+		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, slopes: map[metrics.ProcessKey]float64{}, names: map[gpu.Flags][]string{},
 	}
 	// The statistics channel at most once a second (its writers publish
 	// every 100 ms at most, and each read opens every file): half an
@@ -506,7 +510,7 @@ func (d *Daemon) tick() {
 	d.records, d.tracks = d.records[:0], d.tracks[:0]
 	if snap != nil {
 		d.observe(snap)
-		d.judge(now, snap)
+		d.judge(now)
 		d.record(now, snap)
 		d.history(snap)
 	}
