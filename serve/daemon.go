@@ -165,13 +165,15 @@ type Daemon struct {
 	engine *alert.Engine
 	devs   []*devTrack
 	procs  map[uint64]*procTrack // by procKey.slot
-	// The latest sample's records, one per process (record), and their
-	// tracks: tracks[i] is the lifetime of records[i] and of the
+	// The latest sample's records, one per process (sampleRecords), and
+	// their tracks: tracks[i] is the lifetime of records[i] and of the
 	// snapshot's Processes[i] (nil in the one case a track could not be
-	// made). Both are rebuilt in place at every sample.
-	records []sample.Process
-	tracks  []*procTrack
-	due     []dueVerdict // the sample's lifetimes whose verdict is due (observe)
+	// made). The tracks are listed at every sample; the records are made
+	// in place when first asked for, for the sample recordsAt.
+	records   []sample.Process
+	recordsAt uint64
+	tracks    []*procTrack
+	due       []dueVerdict // the sample's lifetimes whose verdict is due (observe)
 	// The confirmed leaks' slopes, as the metrics have them once
 	// slopesChanged is false again (judge).
 	slopes        map[metrics.ProcessKey]float64
@@ -507,20 +509,25 @@ func (d *Daemon) tick() {
 		d.sampleErr.Add(1)
 	}
 	d.health(now, snap, err)
-	d.records, d.tracks = d.records[:0], d.tracks[:0]
+	// From here on the sample is the latest: its records (sampleRecords)
+	// are made from it when first asked for.
+	d.latest, d.built = latestSample{ok: true, now: now, snap: snap}, nil
+	d.tracks = d.tracks[:0]
 	if snap != nil {
 		d.observe(snap)
 		d.judge(now)
-		d.record(now, snap)
+		if d.opts.Workload != nil {
+			// The workload is looked up at the sample, as it was then.
+			d.sampleRecords()
+		}
 		d.history(snap)
 	}
-	firing := d.evaluateAlerts(now, snap)
+	d.latest.firing = d.evaluateAlerts(now, snap)
 	if snap != nil && d.pol != nil {
-		d.enforce.step(now, d.records, d.pol)
+		d.enforce.step(now, d.sampleRecords(), d.pol)
 	}
 	d.enforce.kills(now)
-	d.latest = latestSample{ok: true, now: now, snap: snap, firing: firing, warning: d.w.warning()}
-	d.built = nil
+	d.latest.warning = d.w.warning()
 	d.hub.publish(api.Event{Kind: "state"}) // subscribers read the State when they write it
 	if total := time.Since(start); total > d.cfg.Interval {
 		if d.overruns.Add(1)%100 == 1 {

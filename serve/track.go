@@ -96,8 +96,8 @@ type procTrack struct {
 }
 
 // refreshRecent brings recentOut up to date for the sample at now. It is
-// called at every sample, whether a State is built or not, so that which
-// values a State shows does not depend on when it is read.
+// called at every sample (observe), whether a State is built or not, so
+// that which values a State shows does not depend on when it is read.
 func (t *procTrack) refreshRecent(now time.Time) {
 	if t.recentOut == nil || now.Sub(t.recentAt) >= time.Second || now.Before(t.recentAt) {
 		t.recentOut, t.recentAt = t.recent.values(), now
@@ -224,6 +224,7 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 		case t.idleSince.IsZero():
 			t.idleSince = now
 		}
+		t.refreshRecent(now)
 		if t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
 			t.queued = d.tickNo
 			d.due = append(d.due, dueVerdict{p.DeviceUUID, k, t})
@@ -300,30 +301,48 @@ func (d *Daemon) dropSlope(t *procTrack, pid uint32) {
 	}
 }
 
-// record makes the sample's records (d.records) from its processes and
-// their tracks: what the alerts, the history, the policies and the State
-// are derived from.
-func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
+// sampleRecords returns the latest sample's records, one per process
+// (d.tracks[i] is records[i]'s track): what the alerts, the policies and
+// the State read. They are made when first asked for in a sample, since
+// without process alert rules, a policy or a workload lookup only the
+// State reads them, about once a second at 10 samples a second; each is
+// what the sample and its track said at that sample (the tracks do not
+// change until the next one). Nil when the sample failed as a whole.
+func (d *Daemon) sampleRecords() []sample.Process {
+	if d.recordsAt == d.tickNo {
+		return d.records
+	}
+	d.recordsAt = d.tickNo
+	snap, now := d.latest.snap, d.latest.now
+	if snap == nil {
+		d.records = d.records[:0]
+		return d.records
+	}
 	// The records are written in place: a record is a large struct, and
-	// there are as many as processes at every sample.
+	// there are as many as processes.
 	d.records = slices.Grow(d.records[:0], len(snap.Processes))[:len(snap.Processes)]
 	for i := range snap.Processes {
-		p, r, t := &snap.Processes[i], &d.records[i], d.tracks[i]
-		if t == nil {
-			*r = sample.FromGPU(*p)
-			continue
-		}
-		*r = sample.New(p, t.command, t.display)
-		if !t.idleSince.IsZero() {
-			r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
-		}
-		if t.confirmed {
-			r.Leak, r.Slope = true, t.verdict.Slope
-		}
-		if d.opts.Workload != nil {
-			r.Workload = d.opts.Workload(*p)
-		}
-		t.refreshRecent(now)
+		d.makeRecord(&d.records[i], &snap.Processes[i], d.tracks[i], now)
+	}
+	return d.records
+}
+
+// makeRecord makes the record of p, sampled at now, whose track is t (nil
+// when it has none).
+func (d *Daemon) makeRecord(r *sample.Process, p *gpu.Process, t *procTrack, now time.Time) {
+	if t == nil {
+		*r = sample.FromGPU(*p)
+		return
+	}
+	*r = sample.New(p, t.command, t.display)
+	if !t.idleSince.IsZero() {
+		r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
+	}
+	if t.confirmed {
+		r.Leak, r.Slope = true, t.verdict.Slope
+	}
+	if d.opts.Workload != nil {
+		r.Workload = d.opts.Workload(*p)
 	}
 }
 
@@ -382,10 +401,11 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 	if warning != "" {
 		s.Warnings = append(slices.Clip(s.Warnings), warning)
 	}
-	s.Processes = make([]api.Process, len(d.records))
-	for i := range d.records {
+	records := d.sampleRecords()
+	s.Processes = make([]api.Process, len(records))
+	for i := range records {
 		// Filled in place: a Process is a large struct.
-		r, t, ap := &d.records[i], d.tracks[i], &s.Processes[i]
+		r, t, ap := &records[i], d.tracks[i], &s.Processes[i]
 		ap.GPU, ap.GPUIndex, ap.PID, ap.StartTime, ap.User, ap.Command = r.GPU, r.GPUIndex, r.PID, r.StartTime, r.User, r.Display
 		ap.UsedBytes, ap.MemoryKnown, ap.Flags, ap.Container = r.Bytes, r.MemoryKnown, d.flagNames(r.Flags), r.ContainerID
 		ap.Pod, ap.Namespace, ap.ContainerName = r.Workload.Pod, r.Workload.Namespace, r.Workload.Container
