@@ -194,16 +194,20 @@ func merge(a, b window) window {
 // ask for a Verdict at any time. Its memory is bounded by Config.MaxWindows
 // whatever the length of the series. A Detector is not safe for concurrent
 // use; guard it with a mutex when a sampler and a reader share it.
+//
+// The fields Add reads and writes come first, so that they share the
+// Detector's first cache lines: a daemon feeds thousands of detectors at
+// every sample, and touching each one's memory is most of what Add costs.
 type Detector struct {
-	cfg     Config
-	win     float64 // window width, seconds
 	started bool
+	win     float64 // window width, seconds
 	t0      time.Time
 	cur     window // the open window
 	curIdx  int64  // its index: floor(time / win)
-	wins    []window
 	samples int
+	wins    []window
 	ignored int
+	cfg     Config
 
 	// scratch buffers of the Verdict in progress (borrowed from scratchPool)
 	pairs []float64
@@ -213,11 +217,23 @@ type Detector struct {
 // New returns a Detector with cfg's zero fields set to their defaults, or an
 // error naming the first invalid field.
 func New(cfg Config) (*Detector, error) {
-	c, err := cfg.withDefaults()
+	d, err := Make(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Detector{
+	return &d, nil
+}
+
+// Make is New returning the Detector itself, for a caller that keeps its
+// detectors inside its own structs (one allocation, and one place in
+// memory, per tracked series). A Detector may be copied until its first
+// Add, not after.
+func Make(cfg Config) (Detector, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return Detector{}, err
+	}
+	return Detector{
 		cfg:  c,
 		win:  c.Window.Seconds(),
 		wins: make([]window, 0, c.MaxWindows),

@@ -7,22 +7,28 @@ import (
 
 // procEntry is what the cache knows about one PID. A negative entry (err
 // set) remembers that the PID had no readable process.
+//
+// What a sample reads of every listed process comes first and the details
+// are kept in the entry, not behind a pointer: a sample reads the entry of
+// each of the host's processes, and at thousands of processes what that
+// costs is mostly the memory the entries occupy.
 type procEntry struct {
-	stat      ProcStat
-	err       error
-	checked   time.Time // when stat (or err) was read
-	firstPPID int       // the parent when first seen: reparenting shows as a change
-	det       *ProcDetails
-	detErr    error
-	jupyter   bool // det's command line is a Jupyter kernel's
+	checked time.Time // when stat (or err) was read
 	// dropped: the cache no longer holds this entry (replaced or pruned),
 	// so a caller's pointer to it must be looked up again.
-	dropped bool
+	dropped   bool
+	hasDet    bool // det holds the details (read once)
+	jupyter   bool // det's command line is a Jupyter kernel's
+	err       error
+	firstPPID int // the parent when first seen: reparenting shows as a change
 	// The entries of the process's parent and session leader as the last
 	// sample found them, and the PIDs they were found for: hints for get,
 	// since every sample looks them up for the orphan rule.
 	parent, leader       *procEntry
 	parentPID, leaderPID int
+	stat                 ProcStat
+	det                  ProcDetails
+	detErr               error
 }
 
 // procCache caches /proc reads per (PID, start time). Not safe for
@@ -88,20 +94,18 @@ func (c *procCache) replace(pid int, old, ne *procEntry) {
 	c.m[pid] = ne
 }
 
-// details reads the expensive part once per entry.
-func (c *procCache) details(e *procEntry) (ProcDetails, error) {
-	if e.det == nil && e.detErr == nil {
+// details reads the expensive part once per entry (into e.det, or
+// e.detErr).
+func (c *procCache) details(e *procEntry) error {
+	if !e.hasDet && e.detErr == nil {
 		d, err := c.src.Details(e.stat.PID)
 		if err != nil {
 			e.detErr = err
 		} else {
-			e.det, e.jupyter = &d, isJupyter(d.Cmdline)
+			e.det, e.hasDet, e.jupyter = d, true, isJupyter(d.Cmdline)
 		}
 	}
-	if e.detErr != nil {
-		return ProcDetails{}, e.detErr
-	}
-	return *e.det, nil
+	return e.detErr
 }
 
 // pruneDue says whether a sample at now should prune: once per refresh
@@ -133,6 +137,7 @@ type idleState struct {
 	obsStart  time.Time // when this sampler started watching
 	utilRead  time.Time // when GetProcessUtilization was last called
 	latest    map[uint32]ProcessUtilization
+	utilGen   uint64 // counts the latest maps made (1 for the first)
 
 	deviceSeen, deviceBusy time.Time
 	deviceUtilUnknown      bool
@@ -229,6 +234,7 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 		}
 	}
 	s.latest = latest
+	s.utilGen++
 	return latest, IdleByUtilization
 }
 

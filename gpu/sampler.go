@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -208,8 +209,11 @@ type Sampler struct {
 	// process, in the driver's order: when the driver lists the same PID
 	// at the same place again (the usual case), the caches' maps are not
 	// looked up.
-	hints   [][]procHint
-	order   procOrder
+	hints [][]procHint
+	order procOrder
+	// Where each listed process goes in the snapshot (processes), reused.
+	rank    []int32
+	rankOff []int
 	sampled bool
 	chanBuf []statchan.Record
 	allocs  AllocIndex
@@ -337,10 +341,11 @@ func (s *Sampler) Sample() (*Snapshot, error) {
 // deviceSample is what the driver said of one device in a sample, before
 // its processes are made.
 type deviceSample struct {
-	failed bool
-	list   []DriverProcess
-	util   map[uint32]ProcessUtilization
-	method IdleMethod
+	failed  bool
+	list    []DriverProcess
+	util    map[uint32]ProcessUtilization
+	utilGen uint64 // tells util's maps apart (idleState.utilGen); 0 without one
+	method  IdleMethod
 }
 
 // queryDevice asks the driver about device i (memory, utilization,
@@ -370,6 +375,9 @@ func (s *Sampler) queryDevice(i int, d Device, now time.Time, q *deviceSample) (
 		ds.Unattributed = ds.Memory.Used - ds.ProcessMemory
 	}
 	*q = deviceSample{list: list, util: util, method: method}
+	if util != nil {
+		q.utilGen = idle.utilGen
+	}
 	return ds, nil
 }
 
@@ -377,7 +385,9 @@ func (s *Sampler) queryDevice(i int, d Device, now time.Time, q *deviceSample) (
 // order depends only on what the driver listed (memory, PID, device), so
 // it is settled first and each process is made once, in its place in the
 // snapshot: a Process is a large struct, and there are as many as the
-// host has processes at every sample.
+// host has processes at every sample. They are made in the driver's
+// order, list by list, so that the lists and the last sample's hints are
+// read in the order they lie in memory.
 func (s *Sampler) processes(devs []DeviceState, now time.Time) []Process {
 	keys := s.order.sorted(s.queried, devs)
 	// This sample's hints replace the last one's in place where a list
@@ -397,31 +407,54 @@ func (s *Sampler) processes(devs []DeviceState, now time.Time) []Process {
 	if len(keys) > 0 {
 		out = make([]Process, len(keys))
 	}
+	// Where each listed process goes in the snapshot: rank[off[i]+at] for
+	// the process at place at of list i.
+	off := s.rankOff[:0]
+	n := 0
+	for _, q := range s.queried {
+		off = append(off, n)
+		n += len(q.list)
+	}
+	s.rankOff = off
+	rank := slices.Grow(s.rank[:0], n)[:n]
+	s.rank = rank
 	for n, k := range keys {
-		q, ds := &s.queried[k.list], &devs[k.list]
-		dp := &q.list[k.at]
-		var h procHint
-		if prev := s.hints[k.list]; int(k.at) < len(prev) && prev[k.at].pid == dp.PID {
-			h = prev[k.at]
+		rank[off[k.list]+int(k.at)] = int32(n)
+	}
+	for li := range s.queried {
+		q, ds := &s.queried[li], &devs[li]
+		prev, nxt, idle := s.hints[li], next[li], s.idle[li]
+		for at := range q.list {
+			dp := &q.list[at]
+			var h procHint
+			if at < len(prev) && prev[at].pid == dp.PID {
+				h = prev[at]
+			}
+			h.pid = dp.PID
+			p := &out[rank[off[li]+at]]
+			*p = Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
+			if q.util != nil && h.utilGen != q.utilGen {
+				// The driver's utilization samples are read once a
+				// second: the hint keeps the PID's until the next read.
+				u, ok := q.util[dp.PID]
+				h.utilGen, h.util, h.utilOK = q.utilGen, u, ok
+			}
+			if q.util != nil && h.utilOK {
+				p.SM, p.MemUtil, p.UtilKnown = h.util.SM, h.util.Memory, true
+			} else if q.method == IdleByUtilization {
+				p.UtilKnown = true // no sample in the period: no activity
+			}
+			h.proc = s.enrich(p, now, h.proc)
+			if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
+				rec := *r
+				p.Alloc = &rec
+			}
+			var isIdle bool
+			if isIdle, h.idle = idle.isIdle(p, h.idle, now, s.opts.IdleWindow, q.method); isIdle {
+				p.Flags |= FlagIdle
+			}
+			nxt[at] = h
 		}
-		h.pid = dp.PID
-		p := &out[n]
-		*p = Process{PID: dp.PID, Device: ds.Index, DeviceUUID: ds.UUID, Memory: dp.Memory, MemoryKnown: dp.MemoryKnown, Kind: dp.Kind}
-		if u, ok := q.util[dp.PID]; ok {
-			p.SM, p.MemUtil, p.UtilKnown = u.SM, u.Memory, true
-		} else if q.method == IdleByUtilization {
-			p.UtilKnown = true // no sample in the period: no activity
-		}
-		h.proc = s.enrich(p, now, h.proc)
-		if r := s.allocs.Lookup(p.PID, ds.Index, ds.UUID); r != nil {
-			rec := *r
-			p.Alloc = &rec
-		}
-		var isIdle bool
-		if isIdle, h.idle = s.idle[k.list].isIdle(p, h.idle, now, s.opts.IdleWindow, q.method); isIdle {
-			p.Flags |= FlagIdle
-		}
-		next[k.list][k.at] = h
 	}
 	for i, q := range s.queried {
 		if !q.failed {
@@ -507,6 +540,11 @@ type procHint struct {
 	pid  uint32
 	proc *procEntry
 	idle *pidIdle
+	// The PID's utilization sample in the device's map of generation
+	// utilGen (deviceSample.utilGen), utilOK when the map has one.
+	utilGen uint64
+	util    ProcessUtilization
+	utilOK  bool
 }
 
 // procKey is where a process is in its device's list and the fields of
@@ -658,16 +696,16 @@ func (s *Sampler) enrich(p *Process, now time.Time, hint *procEntry) *procEntry 
 		p.Flags |= FlagNoPermission
 		return e
 	}
-	st := e.stat
+	st := &e.stat
 	p.Comm, p.StartTime, p.PPID, p.State = st.Comm, st.StartTime, st.PPID, st.State
-	det, err := s.cache.details(e)
-	if err != nil {
+	if err := s.cache.details(e); err != nil {
 		if errors.Is(err, ErrNoProcess) {
 			p.Flags |= FlagNoSuchProcess
 		} else {
 			p.Flags |= FlagNoPermission
 		}
 	} else {
+		det := &e.det
 		p.User, p.UID, p.Cmdline, p.Cgroup, p.Container = det.User, det.UID, det.Cmdline, det.Cgroup, det.Container
 		if len(det.Cmdline) == 0 {
 			p.Flags |= FlagZombie // address space already released: exiting
@@ -696,7 +734,7 @@ func isJupyter(cmd []string) bool {
 
 // orphaned applies the rule in the package documentation.
 func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
-	st := e.stat
+	st := &e.stat
 	if st.PPID == 0 { // the namespace's init, or a kernel thread
 		return false
 	}

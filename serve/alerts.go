@@ -29,8 +29,8 @@ func (d *Daemon) evaluateAlerts(now time.Time, snap *gpu.Snapshot) []api.Alert {
 		}
 		in.Devices = append(in.Devices, dev)
 	}
-	if snap != nil {
-		in.Processes = d.records
+	if snap != nil && d.engine.ReadsProcesses() {
+		in.Processes = d.sampleRecords()
 	}
 	d.transitions(d.engine.Evaluate(in))
 	return d.engine.Firing()

@@ -165,13 +165,19 @@ type Daemon struct {
 	engine *alert.Engine
 	devs   []*devTrack
 	procs  map[uint64]*procTrack // by procKey.slot
-	// The latest sample's records, one per process (record), and their
-	// tracks: tracks[i] is the lifetime of records[i] and of the
+	// The latest sample's records, one per process (sampleRecords), and
+	// their tracks: tracks[i] is the lifetime of records[i] and of the
 	// snapshot's Processes[i] (nil in the one case a track could not be
-	// made). Both are rebuilt in place at every sample.
-	records       []sample.Process
-	tracks        []*procTrack
-	slopesChanged bool                   // the metrics' leak slopes are out of date
+	// made). The tracks are listed at every sample; the records are made
+	// in place when first asked for, for the sample recordsAt.
+	records   []sample.Process
+	recordsAt uint64
+	tracks    []*procTrack
+	due       []dueVerdict // the sample's lifetimes whose verdict is due (observe)
+	// The confirmed leaks' slopes, as the metrics have them once
+	// slopesChanged is false again (judge).
+	slopes        map[metrics.ProcessKey]float64
+	slopesChanged bool
 	names         map[gpu.Flags][]string // flagNames
 	hist          histAcc
 	lastHW        time.Time // last history write
@@ -261,7 +267,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		opts: o, log: o.Logger, now: o.Now, host: o.Opened.Host, sampler: o.Opened.Sampler,
 		ids: o.Opened.Sampler.Devices(), hostname: o.Opened.Hostname, info: info,
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
-		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, names: map[gpu.Flags][]string{},
+		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, slopes: map[metrics.ProcessKey]float64{}, names: map[gpu.Flags][]string{},
 	}
 	// The statistics channel at most once a second (its writers publish
 	// every 100 ms at most, and each read opens every file): half an
@@ -503,20 +509,25 @@ func (d *Daemon) tick() {
 		d.sampleErr.Add(1)
 	}
 	d.health(now, snap, err)
-	d.records, d.tracks = d.records[:0], d.tracks[:0]
+	// From here on the sample is the latest: its records (sampleRecords)
+	// are made from it when first asked for.
+	d.latest, d.built = latestSample{ok: true, now: now, snap: snap}, nil
+	d.tracks = d.tracks[:0]
 	if snap != nil {
 		d.observe(snap)
-		d.judge(now, snap)
-		d.record(now, snap)
+		d.judge(now)
+		if d.opts.Workload != nil {
+			// The workload is looked up at the sample, as it was then.
+			d.sampleRecords()
+		}
 		d.history(snap)
 	}
-	firing := d.evaluateAlerts(now, snap)
+	d.latest.firing = d.evaluateAlerts(now, snap)
 	if snap != nil && d.pol != nil {
-		d.enforce.step(now, d.records, d.pol)
+		d.enforce.step(now, d.sampleRecords(), d.pol)
 	}
 	d.enforce.kills(now)
-	d.latest = latestSample{ok: true, now: now, snap: snap, firing: firing, warning: d.w.warning()}
-	d.built = nil
+	d.latest.warning = d.w.warning()
 	d.hub.publish(api.Event{Kind: "state"}) // subscribers read the State when they write it
 	if total := time.Since(start); total > d.cfg.Interval {
 		if d.overruns.Add(1)%100 == 1 {

@@ -127,16 +127,15 @@ func TestHistoryFoldsPeaks(t *testing.T) {
 	}
 	var h histAcc
 	tracks := map[uint32]*procTrack{}
-	add := func(s *gpu.Snapshot) { // as the daemon does: the records and their tracks
-		var rs []sample.Process
+	add := func(s *gpu.Snapshot) { // as the daemon does: the processes and their tracks
 		var ts []*procTrack
 		for _, p := range s.Processes {
 			if tracks[p.PID] == nil {
 				tracks[p.PID] = &procTrack{}
 			}
-			rs, ts = append(rs, sample.FromGPU(p)), append(ts, tracks[p.PID])
+			ts = append(ts, tracks[p.PID])
 		}
-		h.add(s.Time, s.Devices, rs, ts)
+		h.add(s.Time, s.Devices, s.Processes, ts, func(r *sample.Process, i int) { *r = sample.FromGPU(s.Processes[i]) })
 	}
 	if _, ok := h.take(); ok {
 		t.Fatal("an empty interval gave a tick")

@@ -27,10 +27,12 @@ type histAcc struct {
 	procs []sample.Process
 }
 
-// add folds one sample: its devices, and its records with each one's
-// track (tracks[i] is records[i]'s lifetime, which remembers where it is
-// in the interval; nil: not tracked, a row of its own).
-func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, records []sample.Process, tracks []*procTrack) {
+// add folds one sample: its devices, and its processes with each one's
+// track (tracks[i] is procs[i]'s lifetime, which remembers where it is
+// in the interval; nil: not tracked, a row of its own). record makes the
+// record of procs[i] the first time the interval sees it; later samples
+// raise its peaks.
+func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, procs []gpu.Process, tracks []*procTrack, record func(r *sample.Process, i int)) {
 	if h.devAt == nil {
 		h.devAt = map[string]int{}
 	}
@@ -57,19 +59,25 @@ func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, records []sample.
 		s.Used, s.Free, s.Util = max(s.Used, ds.Memory.Used), min(s.Free, ds.Memory.Free), max(s.Util, util)
 		s.Reserved, s.Total = ds.Memory.Reserved, ds.Memory.Total
 	}
-	for i := range records {
-		r, t := &records[i], tracks[i]
+	for i := range procs {
+		p, t := &procs[i], tracks[i]
 		if t == nil || t.histGen != h.gen+1 {
 			if t != nil {
 				t.histGen, t.histAt = h.gen+1, len(h.procs)
 			}
-			h.procs = append(h.procs, *r)
-			ownAlloc(&h.procs[len(h.procs)-1])
+			h.procs = append(h.procs, sample.Process{})
+			r := &h.procs[len(h.procs)-1]
+			record(r, i)
+			ownAlloc(r)
 			continue
 		}
 		s := &h.procs[t.histAt]
-		s.Bytes, s.Flags = max(s.Bytes, r.Bytes), s.Flags|r.Flags
-		foldAlloc(s, r.Alloc)
+		bytes := p.Memory
+		if !p.MemoryKnown {
+			bytes = 0 // as the record has it (sample.New)
+		}
+		s.Bytes, s.Flags = max(s.Bytes, bytes), s.Flags|p.Flags
+		foldAlloc(s, p.Alloc)
 	}
 }
 
@@ -92,7 +100,13 @@ func (h *histAcc) take() (store.Tick, bool) {
 // push the tick to the next sample, and ticks would drift one sample
 // interval further apart than configured.
 func (d *Daemon) history(snap *gpu.Snapshot) {
-	d.hist.add(snap.Time, snap.Devices, d.records, d.tracks)
+	d.hist.add(snap.Time, snap.Devices, snap.Processes, d.tracks, func(r *sample.Process, i int) {
+		if d.recordsAt == d.tickNo { // made already
+			*r = d.records[i]
+			return
+		}
+		d.makeRecord(r, &snap.Processes[i], d.tracks[i], d.latest.now)
+	})
 	if !d.lastHW.IsZero() && snap.Time.Sub(d.lastHW) < d.cfg.HistoryInterval-d.cfg.Interval/2 {
 		return
 	}

@@ -14,7 +14,13 @@ type ring struct {
 	n   int
 }
 
-func newRing(n int) *ring { return &ring{buf: make([]uint64, 0, 2*n), n: n} }
+func newRing(n int) *ring {
+	r := makeRing(n)
+	return &r
+}
+
+// makeRing is newRing's ring as a value, for a struct that keeps it.
+func makeRing(n int) ring { return ring{buf: make([]uint64, 0, 2*n), n: n} }
 
 func (r *ring) push(v uint64) {
 	if len(r.buf) == cap(r.buf) {

@@ -59,19 +59,25 @@ func keyOf(p *gpu.Process) procKey {
 func (k procKey) slot() uint64 { return uint64(uint32(k.dev))<<32 | uint64(k.pid) }
 
 // procTrack is one process lifetime on one GPU.
+//
+// The fields every sample reads or writes come first, the detector's and
+// the ring's included (they are values, not pointers): at 1,600 processes
+// and 10 samples a second, what a sample costs is mostly the memory of the
+// tracks it touches, so each track's hot fields share a few cache lines.
 type procTrack struct {
-	det         *detect.Detector
-	confirm     detect.Confirm
-	verdict     detect.Verdict
+	start       int64  // procKey.start
+	seen        uint64 // the tick that last listed it
+	queued      uint64 // the tick that last queued it for a verdict
+	device      int    // NVML index
+	idleSince   time.Time
+	lastVerdict time.Time
 	judged      bool // verdict holds a verdict
 	confirmed   bool // the leak is confirmed (Confirm)
-	lastVerdict time.Time
-	recent      *ring
-	idleSince   time.Time // zero when not flagged idle
-	seen        uint64    // the tick that last listed it
-	queued      uint64    // the tick that last queued it for a verdict
-	device      int       // NVML index
-	start       int64     // procKey.start
+	recent      ring
+	det         detect.Detector
+
+	confirm detect.Confirm
+	verdict detect.Verdict
 	// The command line as /proc has it and as shown (gpu.Printable), read
 	// once per lifetime.
 	command, display string
@@ -90,8 +96,8 @@ type procTrack struct {
 }
 
 // refreshRecent brings recentOut up to date for the sample at now. It is
-// called at every sample, whether a State is built or not, so that which
-// values a State shows does not depend on when it is read.
+// called at every sample (observe), whether a State is built or not, so
+// that which values a State shows does not depend on when it is read.
 func (t *procTrack) refreshRecent(now time.Time) {
 	if t.recentOut == nil || now.Sub(t.recentAt) >= time.Second || now.Before(t.recentAt) {
 		t.recentOut, t.recentAt = t.recent.values(), now
@@ -162,9 +168,10 @@ func xidText(xid uint64, at time.Time) string {
 
 // observe feeds the sample to the ring buffers and the detectors, creates
 // the tracks of new process lifetimes and drops those of processes that
-// are gone; d.tracks[i] is then the track of snap.Processes[i]. A process
-// on a device whose queries failed is kept: its absence says nothing
-// about it.
+// are gone; d.tracks[i] is then the track of snap.Processes[i]. It also
+// queues the lifetimes whose verdict is due (d.due, for judge), since it
+// touches each track anyway. A process on a device whose queries failed
+// is kept: its absence says nothing about it.
 func (d *Daemon) observe(snap *gpu.Snapshot) {
 	failed := false
 	for i, ds := range snap.Devices {
@@ -176,15 +183,16 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			d.devs[i].recent.push(ds.Memory.Used)
 		}
 	}
-	d.tracks = d.tracks[:0]
+	now := snap.Time
+	d.tracks, d.due = d.tracks[:0], d.due[:0]
 	seen := 0 // distinct tracks listed
 	for i := range snap.Processes {
 		p := &snap.Processes[i]
 		k := keyOf(p)
 		t := d.procs[k.slot()]
 		if t == nil || t.start != k.start {
-			if t != nil && t.confirmed { // the PID's lifetime before on this GPU
-				d.slopesChanged = true
+			if t != nil { // the PID's lifetime before on this GPU
+				d.dropSlope(t, k.pid)
 			}
 			cfg := d.opts.Detector
 			for _, dt := range d.devs {
@@ -192,13 +200,13 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 					cfg.Capacity = dt.last.Memory.Total
 				}
 			}
-			det, err := detect.New(cfg)
+			det, err := detect.Make(cfg)
 			if err != nil { // checked in New; a capacity cannot make it fail
 				d.log.Error("leak detector", "err", err)
 				d.tracks = append(d.tracks, nil)
 				continue
 			}
-			t = &procTrack{det: det, recent: newRing(d.opts.Recent), device: p.Device, start: k.start, command: p.Command(), display: p.DisplayCommand()}
+			t = &procTrack{det: det, recent: makeRing(d.opts.Recent), device: p.Device, start: k.start, command: p.Command(), display: p.DisplayCommand()}
 			d.procs[k.slot()] = t
 		}
 		d.tracks = append(d.tracks, t)
@@ -207,14 +215,19 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			seen++
 		}
 		if p.MemoryKnown { // unknown memory is no observation
-			t.det.Add(snap.Time, p.Memory)
+			t.det.Add(now, p.Memory)
 			t.recent.push(p.Memory)
 		}
 		switch {
 		case p.Flags&gpu.FlagIdle == 0:
 			t.idleSince = time.Time{}
 		case t.idleSince.IsZero():
-			t.idleSince = snap.Time
+			t.idleSince = now
+		}
+		t.refreshRecent(now)
+		if t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
+			t.queued = d.tickNo
+			d.due = append(d.due, dueVerdict{p.DeviceUUID, k, t})
 		}
 	}
 	if seen == len(d.procs) {
@@ -230,87 +243,106 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	}
 	for slot, t := range d.procs {
 		if t.seen != d.tickNo && !failedGPU[int32(t.device)] {
-			if t.confirmed {
-				d.slopesChanged = true
-			}
+			d.dropSlope(t, uint32(slot))
 			delete(d.procs, slot)
 		}
 	}
 }
 
-// judge recomputes the leak verdicts that are due, oldest first, at most
-// MaxVerdicts per sample, and hands the confirmed leaks' slopes to the
-// metrics when they changed.
-func (d *Daemon) judge(now time.Time, snap *gpu.Snapshot) {
-	type due struct {
-		gpu string // the UUID: due processes are judged in order of it after time
-		k   procKey
-		t   *procTrack
-	}
-	var todo []due
-	for i, t := range d.tracks {
-		if t != nil && t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
-			t.queued = d.tickNo
-			p := &snap.Processes[i]
-			todo = append(todo, due{p.DeviceUUID, keyOf(p), t})
-		}
-	}
-	slices.SortFunc(todo, func(a, b due) int {
+// dueVerdict is a lifetime whose verdict is due (observe queues them,
+// judge computes them).
+type dueVerdict struct {
+	gpu string // the UUID: due processes are judged in order of it after time
+	k   procKey
+	t   *procTrack
+}
+
+// judge recomputes the leak verdicts that are due (d.due), oldest first,
+// at most MaxVerdicts per sample, and hands the confirmed leaks' slopes to
+// the metrics when they changed.
+func (d *Daemon) judge(now time.Time) {
+	slices.SortFunc(d.due, func(a, b dueVerdict) int {
 		if c := a.t.lastVerdict.Compare(b.t.lastVerdict); c != 0 {
 			return c
 		}
 		return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
 	})
-	for _, x := range todo[:min(len(todo), d.opts.MaxVerdicts)] {
+	for _, x := range d.due[:min(len(d.due), d.opts.MaxVerdicts)] {
 		v := x.t.det.Verdict()
 		was, slope := x.t.confirmed, x.t.verdict.Slope
 		x.t.verdict, x.t.judged, x.t.lastVerdict = v, true, now
 		x.t.confirmed = x.t.confirm.Update(now, v)
 		x.t.leak = leakOf(x.t)
-		if x.t.confirmed != was || x.t.confirmed && v.Slope != slope {
+		switch key := (metrics.ProcessKey{GPU: x.t.device, PID: x.k.pid}); {
+		case x.t.confirmed && (!was || v.Slope != slope):
+			d.slopes[key] = v.Slope
+			d.slopesChanged = true
+		case was && !x.t.confirmed:
+			delete(d.slopes, key)
 			d.slopesChanged = true
 		}
 		if x.t.confirmed && !was {
 			d.log.Info("leak confirmed", "gpu", x.t.device, "pid", x.k.pid, "slope_bytes_per_second", v.Slope, "reason", v.Reason)
 		}
 	}
+	clear(d.due) // the tracks may be dropped before the next sample
 	if !d.slopesChanged {
 		return
 	}
 	d.slopesChanged = false
-	slopes := map[metrics.ProcessKey]float64{}
-	for slot, t := range d.procs {
-		if t.confirmed {
-			slopes[metrics.ProcessKey{GPU: t.device, PID: uint32(slot)}] = t.verdict.Slope
-		}
-	}
-	d.coll.SetLeakSlopes(slopes)
+	d.coll.SetLeakSlopes(d.slopes) // which copies them
 }
 
-// record makes the sample's records (d.records) from its processes and
-// their tracks: what the alerts, the history, the policies and the State
-// are derived from.
-func (d *Daemon) record(now time.Time, snap *gpu.Snapshot) {
+// dropSlope forgets the leak slope of a lifetime whose track goes.
+func (d *Daemon) dropSlope(t *procTrack, pid uint32) {
+	if t.confirmed {
+		delete(d.slopes, metrics.ProcessKey{GPU: t.device, PID: pid})
+		d.slopesChanged = true
+	}
+}
+
+// sampleRecords returns the latest sample's records, one per process
+// (d.tracks[i] is records[i]'s track): what the alerts, the policies and
+// the State read. They are made when first asked for in a sample, since
+// without process alert rules, a policy or a workload lookup only the
+// State reads them, about once a second at 10 samples a second; each is
+// what the sample and its track said at that sample (the tracks do not
+// change until the next one). Nil when the sample failed as a whole.
+func (d *Daemon) sampleRecords() []sample.Process {
+	if d.recordsAt == d.tickNo {
+		return d.records
+	}
+	d.recordsAt = d.tickNo
+	snap, now := d.latest.snap, d.latest.now
+	if snap == nil {
+		d.records = d.records[:0]
+		return d.records
+	}
 	// The records are written in place: a record is a large struct, and
-	// there are as many as processes at every sample.
+	// there are as many as processes.
 	d.records = slices.Grow(d.records[:0], len(snap.Processes))[:len(snap.Processes)]
 	for i := range snap.Processes {
-		p, r, t := &snap.Processes[i], &d.records[i], d.tracks[i]
-		if t == nil {
-			*r = sample.FromGPU(*p)
-			continue
-		}
-		*r = sample.New(p, t.command, t.display)
-		if !t.idleSince.IsZero() {
-			r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
-		}
-		if t.confirmed {
-			r.Leak, r.Slope = true, t.verdict.Slope
-		}
-		if d.opts.Workload != nil {
-			r.Workload = d.opts.Workload(*p)
-		}
-		t.refreshRecent(now)
+		d.makeRecord(&d.records[i], &snap.Processes[i], d.tracks[i], now)
+	}
+	return d.records
+}
+
+// makeRecord makes the record of p, sampled at now, whose track is t (nil
+// when it has none).
+func (d *Daemon) makeRecord(r *sample.Process, p *gpu.Process, t *procTrack, now time.Time) {
+	if t == nil {
+		*r = sample.FromGPU(*p)
+		return
+	}
+	*r = sample.New(p, t.command, t.display)
+	if !t.idleSince.IsZero() {
+		r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
+	}
+	if t.confirmed {
+		r.Leak, r.Slope = true, t.verdict.Slope
+	}
+	if d.opts.Workload != nil {
+		r.Workload = d.opts.Workload(*p)
 	}
 }
 
@@ -369,10 +401,11 @@ func (d *Daemon) buildState(now time.Time, snap *gpu.Snapshot, firing []api.Aler
 	if warning != "" {
 		s.Warnings = append(slices.Clip(s.Warnings), warning)
 	}
-	s.Processes = make([]api.Process, len(d.records))
-	for i := range d.records {
+	records := d.sampleRecords()
+	s.Processes = make([]api.Process, len(records))
+	for i := range records {
 		// Filled in place: a Process is a large struct.
-		r, t, ap := &d.records[i], d.tracks[i], &s.Processes[i]
+		r, t, ap := &records[i], d.tracks[i], &s.Processes[i]
 		ap.GPU, ap.GPUIndex, ap.PID, ap.StartTime, ap.User, ap.Command = r.GPU, r.GPUIndex, r.PID, r.StartTime, r.User, r.Display
 		ap.UsedBytes, ap.MemoryKnown, ap.Flags, ap.Container = r.Bytes, r.MemoryKnown, d.flagNames(r.Flags), r.ContainerID
 		ap.Pod, ap.Namespace, ap.ContainerName = r.Workload.Pod, r.Workload.Namespace, r.Workload.Container

@@ -350,6 +350,25 @@ func observe(out []observation, rule *Rule, in Input) []observation {
 	return out
 }
 
+// aboutProcesses says whether the rule's subjects are the sample's
+// processes (observe's second case); the others' are its GPUs.
+func (r *Rule) aboutProcesses() bool {
+	switch r.When {
+	case WhenLeak, WhenOrphanHolding, WhenFragmentationAbove, WhenAllocatorOOM:
+		return true
+	}
+	return false
+}
+
+// ReadsProcesses says whether a rule is about processes. Without one,
+// Evaluate does not read Input.Processes, which the caller may then
+// leave out (the daemon makes its records only for those who read them).
+func (e *Engine) ReadsProcesses() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.ContainsFunc(e.rules, func(r Rule) bool { return r.aboutProcesses() })
+}
+
 // Flags that make a process's memory an orphan's for WhenOrphanHolding.
 const orphanFlags = gpu.FlagOrphaned | gpu.FlagZombie | gpu.FlagNoSuchProcess
 

@@ -453,3 +453,25 @@ func TestEngineRandomTimelines(t *testing.T) {
 	}
 	t.Logf("transitions: %v", states)
 }
+
+// TestReadsProcesses: ReadsProcesses is true exactly when a rule observes
+// the sample's processes, so that the daemon may leave them out otherwise.
+func TestReadsProcesses(t *testing.T) {
+	in := Input{
+		Devices:   []Device{{Index: 0, UUID: "GPU-a", Total: 100, Used: 90, Healthy: true}},
+		Processes: []sample.Process{{GPU: "GPU-a", PID: 7, Bytes: 1}},
+	}
+	for _, c := range conditions {
+		rule := Rule{Name: "r", When: c}
+		readsProcs := false
+		for _, o := range observe(nil, &rule, in) {
+			readsProcs = readsProcs || o.proc != nil
+		}
+		if got := NewEngine([]Rule{rule}).ReadsProcesses(); got != readsProcs {
+			t.Errorf("%s: ReadsProcesses %v, its observations read processes: %v", c, got, readsProcs)
+		}
+	}
+	if NewEngine(nil).ReadsProcesses() {
+		t.Error("no rules: ReadsProcesses true")
+	}
+}
