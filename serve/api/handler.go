@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -569,16 +570,23 @@ func (h *handler) historyGPU(r *http.Request) (string, error) {
 	return d.UUID, err
 }
 
+// historyRange is what both history routes read after their own
+// parameters: the GPU their path names and the range of the query v.
+func (h *handler) historyRange(r *http.Request, v url.Values) (string, HistoryQuery, error) {
+	uuid, err := h.historyGPU(r)
+	if err != nil {
+		return "", HistoryQuery{}, err
+	}
+	q, err := parseHistory(v, h.now())
+	return uuid, q, err
+}
+
 func (h *handler) getDeviceHistory(w http.ResponseWriter, r *http.Request) error {
 	v, err := params(r, "from", "to", "step")
 	if err != nil {
 		return err
 	}
-	uuid, err := h.historyGPU(r)
-	if err != nil {
-		return err
-	}
-	q, err := parseHistory(v, h.now())
+	uuid, q, err := h.historyRange(r, v)
 	if err != nil {
 		return err
 	}
@@ -601,11 +609,7 @@ func (h *handler) getProcessHistory(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	uuid, err := h.historyGPU(r)
-	if err != nil {
-		return err
-	}
-	q, err := parseHistory(v, h.now())
+	uuid, q, err := h.historyRange(r, v)
 	if err != nil {
 		return err
 	}
