@@ -50,40 +50,21 @@ func (e *encoder) allocatorFields(f *AllocatorFields) {
 	if a == nil {
 		return
 	}
-	e.raw(`,"allocator":{"allocated_bytes":`)
-	e.int(a.AllocatedBytes)
-	e.raw(`,"allocated_peak_bytes":`)
-	e.int(a.AllocatedPeak)
-	e.raw(`,"reserved_bytes":`)
-	e.int(a.ReservedBytes)
-	e.raw(`,"reserved_peak_bytes":`)
-	e.int(a.ReservedPeak)
-	e.raw(`,"active_bytes":`)
-	e.int(a.ActiveBytes)
-	e.raw(`,"inactive_split_bytes":`)
-	e.int(a.InactiveSplitBytes)
-	e.raw(`,"requested_bytes":`)
-	e.int(a.RequestedBytes)
-	e.raw(`,"free_cached_bytes":`)
-	e.int(a.FreeCachedBytes)
-	e.raw(`,"largest_free_block_bytes":`)
-	e.int(a.LargestFreeBlock)
-	e.raw(`,"fragmentation":`)
-	e.float(a.Fragmentation)
-	e.raw(`,"num_ooms":`)
-	e.int(a.NumOOMs)
-	e.raw(`,"num_alloc_retries":`)
-	e.int(a.NumAllocRetries)
-	e.raw(`,"cap_bytes":`)
-	e.int(a.CapBytes)
-	e.raw(`,"cuda_device":`)
-	e.int(int64(a.CUDADevice))
-	e.raw(`,"backend":`)
-	e.str(a.Backend)
-	e.raw(`,"config":`)
-	e.str(a.Config)
-	e.raw(`,"version":`)
-	e.str(a.Version)
+	e.kvInts([]intKV{
+		{`,"allocator":{"allocated_bytes":`, a.AllocatedBytes}, {`,"allocated_peak_bytes":`, a.AllocatedPeak},
+		{`,"reserved_bytes":`, a.ReservedBytes}, {`,"reserved_peak_bytes":`, a.ReservedPeak},
+		{`,"active_bytes":`, a.ActiveBytes}, {`,"inactive_split_bytes":`, a.InactiveSplitBytes},
+		{`,"requested_bytes":`, a.RequestedBytes}, {`,"free_cached_bytes":`, a.FreeCachedBytes},
+		{`,"largest_free_block_bytes":`, a.LargestFreeBlock},
+	})
+	e.kvFloat(`,"fragmentation":`, a.Fragmentation)
+	e.kvInts([]intKV{
+		{`,"num_ooms":`, a.NumOOMs}, {`,"num_alloc_retries":`, a.NumAllocRetries},
+		{`,"cap_bytes":`, a.CapBytes}, {`,"cuda_device":`, int64(a.CUDADevice)},
+	})
+	e.kvStr(`,"backend":`, a.Backend)
+	e.kvStr(`,"config":`, a.Config)
+	e.kvStr(`,"version":`, a.Version)
 	e.raw(`,"updated":`)
 	e.time(a.Updated)
 	e.raw("}")

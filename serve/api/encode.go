@@ -27,7 +27,7 @@ func marshalState(s State) ([]byte, error) {
 // appendStateJSON is marshalState appending to b, so that a caller can
 // reuse its buffer; on an error b is returned as it was.
 func appendStateJSON(b []byte, s State) ([]byte, error) {
-	if out, ok := appendState(b, s); ok {
+	if out, ok := appendState(b, s, nil); ok {
 		return out, nil
 	}
 	data, err := json.Marshal(toWire(s))
@@ -72,10 +72,28 @@ func processSizeHint(ps []Process) int {
 	return 500 + 12*len(ps[0].Recent)
 }
 
-// appendState appends toWire(s) as encoding/json writes it; ok is false
-// when s holds a value it leaves to encoding/json.
-func appendState(b []byte, s State) ([]byte, bool) {
-	e := encoder{b: b, ok: true}
+// appendStateCached is appendStateJSON for an event stream, with its
+// cache (statecache.go); b must not hold the stream's last state.
+func appendStateCached(b []byte, s State, c *stateCache) ([]byte, error) {
+	c.begin(b)
+	out, ok := appendState(b, s, c)
+	if ok {
+		c.end(out, len(s.Processes))
+		return out, nil
+	}
+	c.reset()
+	data, err := json.Marshal(toWire(s))
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
+}
+
+// appendState appends toWire(s) as encoding/json writes it, with the
+// stream cache c when not nil; ok is false when s holds a value it leaves
+// to encoding/json.
+func appendState(b []byte, s State, c *stateCache) ([]byte, bool) {
+	e := encoder{b: b, ok: true, cache: c}
 	e.raw(`{"schema":`)
 	e.str(s.Schema)
 	e.raw(`,"time":`)
@@ -106,6 +124,9 @@ func appendState(b []byte, s State) ([]byte, bool) {
 type encoder struct {
 	b  []byte
 	ok bool
+	// cache, when set, is an event stream's: the processes are written
+	// from what it kept of the last state where nothing changed.
+	cache *stateCache
 }
 
 func (e *encoder) raw(s string) { e.b = append(e.b, s...) }
@@ -209,62 +230,39 @@ func list[T any](e *encoder, vs []T, elem func(*T)) {
 }
 
 func (e *encoder) device(d *Device) {
-	e.raw(`{"gpu_index":`)
-	e.int(int64(d.Index))
-	e.raw(`,"gpu_uuid":`)
-	e.str(d.UUID)
-	e.raw(`,"name":`)
-	e.str(d.Name)
-	e.raw(`,"healthy":`)
-	e.bool(d.Healthy)
-	if d.Error != "" {
-		e.raw(`,"error":`)
-		e.str(d.Error)
-	}
-	e.raw(`,"total_bytes":`)
-	e.uint(d.TotalBytes)
-	e.raw(`,"used_bytes":`)
-	e.uint(d.UsedBytes)
-	e.raw(`,"free_bytes":`)
-	e.uint(d.FreeBytes)
-	e.raw(`,"reserved_bytes":`)
-	e.uint(d.ReservedBytes)
-	e.raw(`,"reserved_known":`)
-	e.bool(d.ReservedKnown)
-	e.raw(`,"unattributed_bytes":`)
-	e.uint(d.UnattributedBytes)
-	e.raw(`,"util_percent":`)
-	e.int(int64(d.UtilPercent))
+	e.kvInt(`{"gpu_index":`, int64(d.Index))
+	e.kvStr(`,"gpu_uuid":`, d.UUID)
+	e.kvStr(`,"name":`, d.Name)
+	e.kvBool(`,"healthy":`, d.Healthy)
+	e.kvOmit(`,"error":`, d.Error)
+	e.kvUint(`,"total_bytes":`, d.TotalBytes)
+	e.kvUint(`,"used_bytes":`, d.UsedBytes)
+	e.kvUint(`,"free_bytes":`, d.FreeBytes)
+	e.kvUint(`,"reserved_bytes":`, d.ReservedBytes)
+	e.kvBool(`,"reserved_known":`, d.ReservedKnown)
+	e.kvUint(`,"unattributed_bytes":`, d.UnattributedBytes)
+	e.kvInt(`,"util_percent":`, int64(d.UtilPercent))
 	e.raw(`,"recent":`)
 	e.uints(d.Recent)
-	e.raw(`,"recent_step_seconds":`)
-	e.float(d.RecentStep)
+	e.kvFloat(`,"recent_step_seconds":`, d.RecentStep)
 	e.raw("}")
 }
 
 func (e *encoder) alert(a *Alert) {
 	e.raw(`{"time":`)
 	e.time(a.Time)
-	e.raw(`,"rule":`)
-	e.str(a.Rule)
-	e.raw(`,"severity":`)
-	e.str(a.Severity)
-	e.raw(`,"state":`)
-	e.str(a.State)
-	if a.GPU != "" {
-		e.raw(`,"gpu_uuid":`)
-		e.str(a.GPU)
-	}
+	e.kvStr(`,"rule":`, a.Rule)
+	e.kvStr(`,"severity":`, a.Severity)
+	e.kvStr(`,"state":`, a.State)
+	e.kvOmit(`,"gpu_uuid":`, a.GPU)
 	if a.PID != 0 {
-		e.raw(`,"pid":`)
-		e.uint(uint64(a.PID))
+		e.kvUint(`,"pid":`, uint64(a.PID))
 	}
 	if !a.StartTime.IsZero() {
 		e.raw(`,"start_time":`)
 		e.time(a.StartTime)
 	}
-	e.raw(`,"message":`)
-	e.str(a.Message)
+	e.kvStr(`,"message":`, a.Message)
 	e.raw("}")
 }
 
@@ -274,69 +272,92 @@ func (e *encoder) processes(ps []Process) {
 	if ps == nil {
 		ps = []Process{}
 	}
+	if e.cache != nil {
+		list(e, ps, e.cachedProcess)
+		return
+	}
 	list(e, ps, e.process)
 }
 
 // process is a wireProcess: Process's fields in order, start_time last
-// (the wire type's own field comes after the embedded ones).
+// (the wire type's own field comes after the embedded ones). It is
+// written in five pieces, which an event stream's cache (stream.go) keeps
+// apart: the identity, the memory, the flags and verdict, the sparkline,
+// and the rest.
 func (e *encoder) process(p *Process) {
-	e.raw(`{"gpu_uuid":`)
-	e.str(p.GPU)
-	e.raw(`,"gpu_index":`)
-	e.int(int64(p.GPUIndex))
-	e.raw(`,"pid":`)
-	e.uint(uint64(p.PID))
-	e.raw(`,"signalable":`)
-	e.bool(p.Signalable)
-	if p.NotSignalableReason != "" {
-		e.raw(`,"not_signalable_reason":`)
-		e.str(p.NotSignalableReason)
-	}
-	e.raw(`,"user":`)
-	e.str(p.User)
-	e.raw(`,"command":`)
-	e.str(p.Command)
-	e.raw(`,"used_bytes":`)
-	e.uint(p.UsedBytes)
-	e.raw(`,"memory_known":`)
-	e.bool(p.MemoryKnown)
-	e.raw(`,"flags":`)
-	e.strs(p.Flags)
-	if p.Container != "" {
-		e.raw(`,"container":`)
-		e.str(p.Container)
-	}
-	if p.Pod != "" {
-		e.raw(`,"pod":`)
-		e.str(p.Pod)
-	}
-	if p.Namespace != "" {
-		e.raw(`,"namespace":`)
-		e.str(p.Namespace)
-	}
-	if p.ContainerName != "" {
-		e.raw(`,"container_name":`)
-		e.str(p.ContainerName)
-	}
-	if l := p.Leak; l != nil {
-		e.raw(`,"leak":{"verdict":`)
-		e.str(l.Verdict)
-		e.raw(`,"slope_bytes_per_second":`)
-		e.float(l.Slope)
-		e.raw(`,"confidence":`)
-		e.float(l.Confidence)
-		e.raw(`,"reason":`)
-		e.str(l.Reason)
-		e.raw("}")
-	}
+	e.procHead(p)
+	e.kvUint(`,"used_bytes":`, p.UsedBytes)
+	e.procMid(p)
 	e.raw(`,"recent":`)
 	e.uints(p.Recent)
-	e.raw(`,"recent_step_seconds":`)
-	e.float(p.RecentStep)
+	e.procTail(p)
+}
+
+// procHead is a process from its opening brace to its command.
+func (e *encoder) procHead(p *Process) {
+	e.kvStr(`{"gpu_uuid":`, p.GPU)
+	e.kvInt(`,"gpu_index":`, int64(p.GPUIndex))
+	e.kvUint(`,"pid":`, uint64(p.PID))
+	e.kvBool(`,"signalable":`, p.Signalable)
+	e.kvOmit(`,"not_signalable_reason":`, p.NotSignalableReason)
+	e.kvStr(`,"user":`, p.User)
+	e.kvStr(`,"command":`, p.Command)
+}
+
+// procMid is a process from memory_known to its leak verdict.
+func (e *encoder) procMid(p *Process) {
+	e.kvBool(`,"memory_known":`, p.MemoryKnown)
+	e.raw(`,"flags":`)
+	e.strs(p.Flags)
+	e.kvOmit(`,"container":`, p.Container)
+	e.kvOmit(`,"pod":`, p.Pod)
+	e.kvOmit(`,"namespace":`, p.Namespace)
+	e.kvOmit(`,"container_name":`, p.ContainerName)
+	if l := p.Leak; l != nil {
+		e.kvStr(`,"leak":{"verdict":`, l.Verdict)
+		e.kvFloat(`,"slope_bytes_per_second":`, l.Slope)
+		e.kvFloat(`,"confidence":`, l.Confidence)
+		e.kvStr(`,"reason":`, l.Reason)
+		e.raw("}")
+	}
+}
+
+// procTail is a process from recent_step_seconds to its closing brace.
+func (e *encoder) procTail(p *Process) {
+	e.kvFloat(`,"recent_step_seconds":`, p.RecentStep)
 	e.allocatorFields(&p.AllocatorFields)
 	e.raw(`,"start_time":`)
 	e.timeOrNull(p.StartTime)
 	e.raw("}")
+}
+
+// Writers of one key and its value. The key is written as it stands in
+// the object, with the comma before it and the colon after (`,"pid":`),
+// so that an object is a run of calls, one per field.
+func (e *encoder) kvStr(key, v string)           { e.raw(key); e.str(v) }
+func (e *encoder) kvInt(key string, v int64)     { e.raw(key); e.int(v) }
+func (e *encoder) kvUint(key string, v uint64)   { e.raw(key); e.uint(v) }
+func (e *encoder) kvBool(key string, v bool)     { e.raw(key); e.bool(v) }
+func (e *encoder) kvFloat(key string, v float64) { e.raw(key); e.float(v) }
+
+// kvOmit is kvStr for a field with omitempty: nothing when v is "".
+func (e *encoder) kvOmit(key, v string) {
+	if v != "" {
+		e.kvStr(key, v)
+	}
+}
+
+// intKV is an integer field, for objects whose integers are written from
+// a table (kvInts).
+type intKV struct {
+	key string
+	v   int64
+}
+
+func (e *encoder) kvInts(fields []intKV) {
+	for _, f := range fields {
+		e.kvInt(f.key, f.v)
+	}
 }
 
 // str is encoding/json's string, HTML-safe as json.Marshal writes it.

@@ -133,7 +133,7 @@ func TestAppendStateMatchesEncodingJSON(t *testing.T) {
 	for i := range 3000 {
 		s := randomState(r)
 		want, werr := json.Marshal(toWire(s))
-		got, ok := appendState(nil, s)
+		got, ok := appendState(nil, s, nil)
 		if !ok {
 			if werr == nil {
 				// Only values encoding/json writes are left to it here;
@@ -240,6 +240,35 @@ func BenchmarkMarshalState(b *testing.B) {
 			if _, err := marshalState(flat); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	// An event stream's states, one a second at 10 samples a second: each
+	// process's sparkline moved on by ten values, its memory changed.
+	states := []State{benchState()}
+	for i := 1; i < 20; i++ {
+		n := states[i-1]
+		n.Processes = slices.Clone(n.Processes)
+		for j := range n.Processes {
+			p := &n.Processes[j]
+			p.Recent = append(slices.Clone(p.Recent[10:]), make([]uint64, 10)...)
+			for k := 110; k < 120; k++ {
+				p.Recent[k] = p.Recent[k-1] + 1<<20
+			}
+			p.UsedBytes = p.Recent[119]
+		}
+		states = append(states, n)
+	}
+	b.Run("stream", func(b *testing.B) {
+		b.ReportAllocs()
+		var c stateCache
+		var bufs [2][]byte
+		i := 0
+		for b.Loop() {
+			var err error
+			if bufs[i%2], err = appendStateCached(bufs[i%2][:0], states[i%len(states)], &c); err != nil {
+				b.Fatal(err)
+			}
+			i++
 		}
 	})
 	b.Run("encoding-json", func(b *testing.B) {

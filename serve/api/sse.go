@@ -139,9 +139,13 @@ type stream struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf bytes.Buffer
-	// states is the buffer state events are encoded into, kept from one
-	// to the next: a State is megabytes of JSON, written once a second.
-	states []byte
+	// states are the buffers state events are encoded into, kept from
+	// one to the next: a State is megabytes of JSON, written once a
+	// second. They take turns, since the cache (statecache.go) copies
+	// from the last state what did not change.
+	states [2][]byte
+	n      int // state events written
+	cache  stateCache
 }
 
 // event writes "event: name" and v as one data line (JSON never holds a
@@ -169,12 +173,14 @@ func (s *stream) encoded(name string, data []byte, err error) error {
 // header.
 func (s *stream) state(st State) error {
 	const head = "event: state\ndata: "
-	b, err := appendStateJSON(append(s.states[:0], head...), st)
+	buf := &s.states[s.n%2]
+	b, err := appendStateCached(append((*buf)[:0], head...), st, &s.cache)
 	if err != nil {
 		return fmt.Errorf("encoding a state event: %w", err)
 	}
-	s.states = append(b, "\n\n"...)
-	return s.write(s.states)
+	*buf = append(b, "\n\n"...)
+	s.n++
+	return s.write(*buf)
 }
 
 func (s *stream) write(p []byte) error {
