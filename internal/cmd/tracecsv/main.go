@@ -35,14 +35,14 @@ import (
 	"github.com/vramhq/vram/trace/rmm"
 )
 
+const usage = "usage: tracecsv [-trace NAME] TRACE OUT[.gz]"
+
 func main() {
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "tracecsv:", err)
 		os.Exit(1)
 	}
 }
-
-const usage = "usage: tracecsv [-trace NAME] TRACE OUT[.gz]"
 
 func run(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tracecsv", flag.ContinueOnError)
