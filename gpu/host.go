@@ -38,15 +38,18 @@ type Device interface {
 	Accounting() ([]AccountingRecord, error)
 }
 
-// HostInfo describes the driver side of a host.
+// HostInfo describes the driver side of a host. Its JSON (backend and
+// versions) is that part of the "host" object of vram status --json; the
+// simulation fields, which vram status writes at its top level, and the
+// note are left out.
 type HostInfo struct {
-	Driver     string // driver version, e.g. "580.65.06"
-	NVML       string // NVML library version
-	CUDA       string // CUDA driver API version, e.g. "13.0"
-	Simulated  bool   // true for Sim: every output says so
-	SimSeed    int64  // the simulator's seed when Simulated
-	Backend    string // "nvml" or "simulated"
-	DeviceNote string // free-form note about the host, may be empty
+	Backend    string `json:"backend"`             // "nvml" or "simulated"
+	Driver     string `json:"driver_version"`      // driver version, e.g. "580.65.06"
+	NVML       string `json:"nvml_version"`        // NVML library version
+	CUDA       string `json:"cuda_driver_version"` // CUDA driver API version, e.g. "13.0"
+	Simulated  bool   `json:"-"`                   // true for Sim: every output says so
+	SimSeed    int64  `json:"-"`                   // the simulator's seed when Simulated
+	DeviceNote string `json:"-"`                   // free-form note about the host, may be empty
 }
 
 // Identity names a device.

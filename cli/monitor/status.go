@@ -315,13 +315,12 @@ type statusJSON struct {
 	Warnings   []string         `json:"warnings"`
 }
 
+// hostJSON is the host's name, its driver side (backend and versions, as
+// gpu.HostInfo writes them) and how many GPUs it has.
 type hostJSON struct {
-	Hostname      string `json:"hostname"`
-	Backend       string `json:"backend"`
-	DriverVersion string `json:"driver_version"`
-	NVMLVersion   string `json:"nvml_version"`
-	CUDAVersion   string `json:"cuda_driver_version"`
-	GPUs          int    `json:"gpus"`
+	Hostname string `json:"hostname"`
+	gpu.HostInfo
+	GPUs int `json:"gpus"`
 }
 
 type visibleJSON struct {
@@ -410,7 +409,7 @@ func statusJSONOf(s *session, snap *gpu.Snapshot, acc []gpu.AccountingDevice, wa
 		Schema:    StatusSchema,
 		Time:      snap.Time.Format(time.RFC3339Nano),
 		Simulated: info.Simulated,
-		Host:      hostJSON{Hostname: s.Hostname, Backend: info.Backend, DriverVersion: info.Driver, NVMLVersion: info.NVML, CUDAVersion: info.CUDA, GPUs: s.Total},
+		Host:      hostJSON{Hostname: s.Hostname, HostInfo: info, GPUs: s.Total},
 		Visible:   visibleJSON{All: len(s.Shown) == s.Total, Source: s.Visible.Source, Shown: append([]int{}, s.Shown...)},
 		Devices:   []deviceJSON{},
 		Processes: []processJSON{},
