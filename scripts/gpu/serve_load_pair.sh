@@ -18,6 +18,9 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 DURATION=${DURATION:-3m}
 B=${VRAM_BIN_DIR:-./.gpu}
+# The GPU host names its one GPU in NVIDIA_VISIBLE_DEVICES, which the daemon
+# honours on a simulated host too: unset, it samples all 8 simulated GPUs.
+unset NVIDIA_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES
 { nproc; lscpu | grep -E 'Model name|Thread|Core|Socket|MHz'; cut -d' ' -f1-3 /proc/loadavg; } > "$OUT/host.txt" 2>&1
 cat "$OUT/host.txt"
 "$B/serve-load" -bin "$B/vram-base" -addr 127.0.0.1:9481 -out "$OUT/pair-base" -duration "$DURATION" -history 10s -state-requests 20 load > "$OUT/pair-base.txt" 2>&1 &
