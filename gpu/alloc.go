@@ -71,6 +71,10 @@ type simChannel struct {
 	recs   []statchan.Record
 	readAt time.Time
 	pids   map[int]bool
+	// shadowed is set when an adopted PID is also a synthetic one's: a
+	// real process hides the synthetic process of its PID (a simulated
+	// host draws PIDs that a real process may hold).
+	shadowed bool
 }
 
 // channelRefresh bounds how often a Sim reads the channel.
@@ -97,18 +101,40 @@ func (s *Sim) channelProcs(dev int) []DriverProcess {
 		c.readAt = now
 		c.recs, _ = c.r.Read(c.recs)
 		clear(c.pids)
+		c.shadowed = false
 		for _, r := range c.recs {
 			if r.Backend == "sim" && !r.UUIDKnown {
 				c.pids[r.PID] = true
+				_, synthetic := s.procs[r.PID]
+				c.shadowed = c.shadowed || synthetic
 			}
 		}
 	}
 	var out []DriverProcess
 	for _, r := range c.recs {
 		if r.Backend == "sim" && !r.UUIDKnown && r.Device == dev {
-			if _, synthetic := s.procs[r.PID]; !synthetic {
-				out = append(out, DriverProcess{PID: uint32(r.PID), Memory: uint64(r.Reserved) + simContext, MemoryKnown: true, Kind: KindCompute})
-			}
+			out = append(out, DriverProcess{PID: uint32(r.PID), Memory: uint64(r.Reserved) + simContext, MemoryKnown: true, Kind: KindCompute})
+		}
+	}
+	return out
+}
+
+// unshadowed returns ps without the synthetic processes whose PID an
+// adopted process holds (ps itself when none does).
+func (s *Sim) unshadowed(ps []*simProc) []*simProc {
+	c := s.ch
+	if c == nil {
+		return ps
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.shadowed {
+		return ps
+	}
+	out := make([]*simProc, 0, len(ps))
+	for _, p := range ps {
+		if !c.pids[p.stat.PID] {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -208,3 +208,53 @@ func TestSamplerChannelRefresh(t *testing.T) {
 		})
 	}
 }
+
+// fixedChannel is a ChannelReader that reads the same records every time.
+type fixedChannel []statchan.Record
+
+func (f fixedChannel) Read(dst []statchan.Record) ([]statchan.Record, error) {
+	return append(dst[:0], f...), nil
+}
+
+// TestSimAdoptedHidesSynthetic: a real process on the simulated backend
+// whose PID a synthetic process also holds (the simulation draws PIDs a
+// real process may have) is listed once, on its own device, and the
+// synthetic one is gone from the lists and from the device's memory.
+func TestSimAdoptedHidesSynthetic(t *testing.T) {
+	s, err := NewSim(2, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syn := s.byDev[1][0]
+	pid := syn.stat.PID
+	before, err := s.devs[1].Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AdoptChannel(fixedChannel{{Header: statchan.Header{PID: pid, Device: 0, Backend: "sim"}, Figures: statchan.Figures{Reserved: 1 << 30}}}, nil)
+	lists := map[int]int{}
+	for d := 0; d < 2; d++ {
+		ps, err := s.devs[d].Processes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if int(p.PID) == pid {
+				lists[d]++
+				if p.Memory != 1<<30+simContext {
+					t.Errorf("PID %d on GPU %d: %d bytes, want the adopted process's %d", pid, d, p.Memory, 1<<30+simContext)
+				}
+			}
+		}
+	}
+	if lists[0] != 1 || lists[1] != 0 {
+		t.Fatalf("PID %d listed %v times by GPU; want once, on GPU 0", pid, lists)
+	}
+	after, err := s.devs[1].Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Used >= before.Used {
+		t.Fatalf("GPU 1 used %d bytes with its synthetic PID %d hidden, %d before", after.Used, pid, before.Used)
+	}
+}

@@ -252,8 +252,9 @@ func (s *Sim) Details(pid int) (ProcDetails, error) {
 	return d, nil
 }
 
-// devProcs returns the processes on device dev by PID; callers only read it.
-func (s *Sim) devProcs(dev int) []*simProc { return s.byDev[dev] }
+// devProcs returns the synthetic processes on device dev by PID, less
+// those an adopted process hides (unshadowed); callers only read it.
+func (s *Sim) devProcs(dev int) []*simProc { return s.unshadowed(s.byDev[dev]) }
 
 // simDevice is one simulated GPU.
 type simDevice struct {
@@ -274,11 +275,11 @@ func (d *simDevice) Memory() (Memory, error) {
 	}
 	t := d.sim.elapsed()
 	var used uint64 = 0
+	for _, p := range d.sim.channelProcs(d.index) { // first: it refreshes what devProcs hides
+		used += p.Memory
+	}
 	for _, p := range d.sim.devProcs(d.index) {
 		used += p.memory(t)
-	}
-	for _, p := range d.sim.channelProcs(d.index) {
-		used += p.Memory
 	}
 	used += uint64(d.index+1) * 3 << 20 // driver-side bookkeeping not listed per process
 	if used > simTotal-simReserved {
@@ -306,8 +307,9 @@ func (d *simDevice) Processes() ([]DriverProcess, error) {
 		return nil, err
 	}
 	t := d.sim.elapsed()
+	adopted := d.sim.channelProcs(d.index) // first: it refreshes what devProcs hides
 	procs := d.sim.devProcs(d.index)
-	out := make([]DriverProcess, 0, len(procs))
+	out := make([]DriverProcess, 0, len(procs)+len(adopted))
 	d.sim.mu.Lock()
 	defer d.sim.mu.Unlock()
 	for _, p := range procs {
@@ -315,7 +317,7 @@ func (d *simDevice) Processes() ([]DriverProcess, error) {
 		p.peak = max(p.peak, m)
 		out = append(out, DriverProcess{PID: uint32(p.stat.PID), Memory: m, MemoryKnown: true, Kind: KindCompute})
 	}
-	return append(out, d.sim.channelProcs(d.index)...), nil
+	return append(out, adopted...), nil
 }
 
 func (d *simDevice) ProcessUtilization(since time.Time) ([]ProcessUtilization, error) {
