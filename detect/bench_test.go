@@ -33,9 +33,30 @@ func BenchmarkAdd(b *testing.B) {
 	}
 }
 
-// BenchmarkVerdict is one verdict over MaxWindows (256) windows.
+// BenchmarkVerdict is one verdict over MaxWindows (256) windows of a floor
+// that does not move (fullDetector's sawtooth touches 20 GiB in every
+// window): the common case on a node, which takes the flat shortcut.
 func BenchmarkVerdict(b *testing.B) {
 	d, _ := fullDetector(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		_ = d.Verdict()
+	}
+}
+
+// BenchmarkVerdictMovingFloor is one verdict over MaxWindows windows of a
+// floor that wanders by a few MiB (a serving process whose cache breathes),
+// which takes the general path.
+func BenchmarkVerdictMovingFloor(b *testing.B) {
+	d, err := detect.New(detect.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 4 * 3600 * 10 {
+		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		d.Add(at, uint64(20<<30+((i/50)%7)<<20+(i%13)<<20))
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

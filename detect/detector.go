@@ -302,14 +302,17 @@ func (d *Detector) compact() {
 }
 
 // points returns the windows a verdict looks at: the closed ones, plus the
-// open one when it already covers half a window.
-func (d *Detector) points() []window {
-	pts := d.wins
-	if d.cur.n > 0 && d.cur.last-d.cur.first >= d.win/2 {
-		pts = append(pts[:len(pts):len(pts)], d.cur)
+// open one when it already covers half a window (then in a copy, made in
+// buf).
+func (d *Detector) points(buf []window) []window {
+	if !d.hasOpen() {
+		return d.wins
 	}
-	return pts
+	return append(append(buf[:0], d.wins...), d.cur)
 }
+
+// hasOpen reports whether the open window is one of points().
+func (d *Detector) hasOpen() bool { return d.cur.n > 0 && d.cur.last-d.cur.first >= d.win/2 }
 
 // Analyze runs a fresh Detector over samples (in time order) and returns its
 // verdict. It is the batch form of Detector.

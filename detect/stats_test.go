@@ -198,15 +198,24 @@ func randomSegmented(r *rand.Rand, n int, ties bool) (t, x []float64, seg []int)
 	return t, x, seg
 }
 
-// The nested horizons' S from shared rows is mkTest's S on each suffix,
-// whatever order the suffixes are asked in.
+// The nested horizons' S from shared rows is mkTest's S (the pair loop)
+// on each suffix, whatever order the suffixes are asked in, with ties and
+// at the detector's largest sizes.
 func TestKendallRowsMatchMkTest(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for trial := range 500 {
 		n := 1 + r.IntN(70)
+		if trial%10 == 0 {
+			n = 200 + r.IntN(120)
+		}
 		_, x, seg := randomSegmented(r, n, trial%2 == 0)
 		if trial%5 == 0 {
 			seg = nil
+		}
+		if trial%3 == 1 { // ties: few distinct values
+			for i := range x {
+				x[i] = math.Round(x[i] / 2)
+			}
 		}
 		rows := newKendallRows(x, seg)
 		for _, lo := range []int{n - 1, n - min(n, 12), n / 2, 0, n / 3, n - 1} {

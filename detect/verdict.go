@@ -197,15 +197,23 @@ func (d *Detector) slopeOf(tr *trend, t, x []float64, seg []int) {
 func (d *Detector) Verdict() Verdict {
 	sc := scratchPool.Get().(*scratch)
 	d.pairs, d.tmp = sc.pairs, sc.tmp
-	v := d.analyze(d.points())
+	pts := d.points(sc.pts)
+	if len(pts) > len(d.wins) {
+		sc.pts = pts
+	}
+	v := d.analyze(pts)
 	sc.pairs, sc.tmp = d.pairs, d.tmp
 	d.pairs, d.tmp = nil, nil
 	scratchPool.Put(sc)
 	return v
 }
 
-// scratch is Verdict's scratch space (Detector.pairs and tmp).
-type scratch struct{ pairs, tmp []float64 }
+// scratch is Verdict's scratch space (Detector.pairs and tmp, and the
+// windows with the open one).
+type scratch struct {
+	pairs, tmp []float64
+	pts        []window
+}
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
@@ -220,6 +228,9 @@ func (d *Detector) analyze(pts []window) Verdict {
 	if n < cfg.MinWindows || span < cfg.MinSpan.Seconds() {
 		v.Reason = fmt.Sprintf("need %d windows of %v over at least %v; have %d over %v",
 			cfg.MinWindows, cfg.Window, cfg.MinSpan, n, seconds(span))
+		return v
+	}
+	if v, ok := d.flat(pts); ok {
 		return v
 	}
 	t := make([]float64, n)
@@ -366,6 +377,14 @@ func (d *Detector) analyze(pts []window) Verdict {
 		d.slopeOf(&whole, t, f, seg)
 	}
 	d.fill(&v, whole, len(horizons), NoLeak)
+	v.Reason = noLeakReason(v, bigUp, bigUpAt, rejected)
+	return v
+}
+
+// noLeakReason explains the no-leak verdict v (Kind, Slope, figures and
+// steps filled in): bigUp is the largest step up left out, at bigUpAt, and
+// rejected the horizons that rose but were not called a leak.
+func noLeakReason(v Verdict, bigUp, bigUpAt float64, rejected []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "floor not rising: %s/s over %v (p=%.2g)", mib(v.Slope), v.Horizon, v.P)
 	if v.StepsUp+v.StepsDown > 0 {
@@ -380,8 +399,47 @@ func (d *Detector) analyze(pts []window) Verdict {
 	if v.WarmUp > 0 {
 		fmt.Fprintf(&b, "; first %v ignored as warm-up", v.WarmUp)
 	}
-	v.Reason = b.String()
-	return v
+	return b.String()
+}
+
+// noFlatShortcut turns flat off, for the test that checks it against the
+// general path.
+var noFlatShortcut bool
+
+// flat is analyze's verdict, found without the general path, when every
+// floor of pts (at least MinWindows of them, over MinSpan) is the same:
+// a process whose memory does not move, the common case on a node, which
+// a daemon judges for hundreds of processes every few seconds. On such a
+// floor every stage of the general path is a no-op that it pays O(n log n)
+// for: no window stands above another, so no warm-up (the floor does not
+// rise; the thresholds are ≥ 0), no spike, no window held back and no
+// step; every horizon's S and tie-corrected variance are 0, so P is 0.5
+// and none is significant (when Alpha ≤ 0.5); no step makes no ratchet
+// (when RatchetSteps > 0); and the whole steady state's Theil–Sen slope is
+// 0. What is left is step 5's report of the whole. ok is false where the
+// shortcut does not apply; TestFlatMatchesGeneral checks it against the
+// general path.
+func (d *Detector) flat(pts []window) (v Verdict, ok bool) {
+	n := len(pts)
+	if noFlatShortcut || traceSeries != nil || d.cfg.Alpha > 0.5 || d.cfg.RatchetSteps <= 0 {
+		return v, false
+	}
+	for _, w := range pts[1:] {
+		if w.floor != pts[0].floor {
+			return v, false
+		}
+	}
+	v.Floor = uint64(pts[n-1].floor)
+	for _, w := range pts[max(0, n-d.cfg.MinWindows):] {
+		v.Peak = max(v.Peak, uint64(w.peak))
+	}
+	tests := 1
+	for h := 12; h < n; h *= 2 { // horizonsFor(n, 12), counted
+		tests++
+	}
+	d.fill(&v, trend{mk: mannKendall{P: 0.5}, n: n, span: pts[n-1].t - pts[0].t}, tests, NoLeak)
+	v.Reason = noLeakReason(v, 0, 0, nil)
+	return v, true
 }
 
 func (d *Detector) fill(v *Verdict, tr trend, tests int, k Kind) {
