@@ -237,31 +237,99 @@ func TestTheilSenMatchesPairs(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for trial := range 1000 {
 		n := 1 + r.IntN(40)
+		if trial%4 == 1 { // large enough to be bracketed
+			n = bracketMin + r.IntN(260)
+		}
 		tt, x, seg := randomSegmented(r, n, trial%2 == 0)
-		if trial%3 == 0 { // every segment flat
+		switch trial % 3 {
+		case 0: // every segment flat
 			for i := range x {
 				x[i] = float64(seg[i] % 3)
 			}
-		}
-		var pairs []float64
-		for i := range n {
-			for j := i + 1; j < n; j++ {
-				if seg[j] == seg[i] && tt[j] > tt[i] {
-					pairs = append(pairs, (x[j]-x[i])/(tt[j]-tt[i]))
+		case 2: // many equal slopes, and windows at one time (dt = 0)
+			for i := range x {
+				x[i] = math.Round(x[i])
+				if i > 0 && r.IntN(10) == 0 {
+					tt[i] = tt[i-1]
 				}
 			}
 		}
-		want := 0.0
-		if len(pairs) > 0 {
-			slices.Sort(pairs)
-			want = pairs[len(pairs)/2]
-			if len(pairs)%2 == 0 {
-				lo := pairs[len(pairs)/2-1]
-				want = lo + (want-lo)/2
-			}
-		}
+		want := pairsMedian(tt, x, seg)
 		if got, _ := theilSen(tt, x, seg, nil); got != want {
 			t.Fatalf("trial %d: theilSen = %v, want %v (t %v, x %v, seg %v)", trial, got, want, tt, x, seg)
 		}
+	}
+}
+
+// pairsMedian is the Theil–Sen slope by its definition: every pair's
+// slope, sorted.
+func pairsMedian(tt, x []float64, seg []int) float64 {
+	var pairs []float64
+	for i := range x {
+		for j := i + 1; j < len(x); j++ {
+			if (seg == nil || seg[j] == seg[i]) && tt[j] > tt[i] {
+				pairs = append(pairs, (x[j]-x[i])/(tt[j]-tt[i]))
+			}
+		}
+	}
+	if len(pairs) == 0 {
+		return 0
+	}
+	slices.Sort(pairs)
+	m := pairs[len(pairs)/2]
+	if len(pairs)%2 == 0 {
+		lo := pairs[len(pairs)/2-1]
+		m = lo + (m-lo)/2
+	}
+	return m
+}
+
+// The bracketed median is the median of every pair, where it answers, on
+// the long segments it is meant for: trends under noise, steps, ties and
+// plateaus; and it answers for nearly all of them.
+func TestTheilSenBracketed(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	answered := 0
+	const trials = 400
+	for trial := range trials {
+		n := bracketMin + r.IntN(260)
+		tt, x := make([]float64, n), make([]float64, n)
+		var seg []int
+		if trial%2 == 1 { // two or three long segments
+			seg = make([]int, n)
+			for i := range seg {
+				seg[i] = 3 * i / n
+				if trial%4 == 1 {
+					seg[i] = 2 * i / n
+				}
+			}
+		}
+		slope := float64(r.IntN(5)-2) * 1e6
+		for i := range x {
+			tt[i] = 5 * float64(i)
+			switch trial % 3 {
+			case 0: // a trend under noise
+				x[i] = 20e9 + slope*tt[i] + 4e6*r.NormFloat64()
+			case 1: // plateaus: many equal slopes
+				x[i] = 20e9 + float64(r.IntN(4))*(1<<20)
+			case 2: // a trend in whole MiB, with equal times
+				x[i] = math.Round((20e9+slope*tt[i])/(1<<20)) * (1 << 20)
+				if i > 0 && r.IntN(8) == 0 {
+					tt[i] = tt[i-1]
+				}
+			}
+		}
+		want := pairsMedian(tt, x, seg)
+		got, _, ok := theilSenBracketed(tt, x, seg, nil)
+		if !ok {
+			continue
+		}
+		answered++
+		if got != want {
+			t.Fatalf("trial %d: bracketed median %v, want %v", trial, got, want)
+		}
+	}
+	if answered < trials*9/10 {
+		t.Fatalf("the bracket answered %d of %d series; want at least 90 %%", answered, trials)
 	}
 }
