@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,13 +13,19 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vramhq/vram/cli/cmdutil"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "serve-load:", err)
-		os.Exit(1)
+	err := run(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) { // -h: the usage is printed
+		return
 	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "serve-load:", err)
+	}
+	os.Exit(cmdutil.ExitCode(err)) // 2 for a usage mistake
 }
 
 func usage(fs *flag.FlagSet) func() {
@@ -56,11 +63,14 @@ func run(args []string, stdout io.Writer) error {
 		stopAfter = fs.Duration("stop-after", 23500*time.Millisecond, "SIGTERM this long after the daemon is healthy (faults)")
 	)
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return cmdutil.Usage(err)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return fmt.Errorf("name what to run: load, crash, faults or report")
+		return cmdutil.Usagef("name what to run: load, crash, faults or report")
 	}
 	if _, err := os.Stat(*bin); err != nil {
 		return fmt.Errorf("-bin: %w (build it: go build -o %s ./cmd/vram)", err, *bin)
@@ -164,7 +174,7 @@ func run(args []string, stdout io.Writer) error {
 				return fmt.Errorf("report: %w", err)
 			}
 		default:
-			return fmt.Errorf("%q: want load, crash, faults or report", what)
+			return cmdutil.Usagef("%q: want load, crash, faults or report", what)
 		}
 	}
 	fmt.Fprintf(stdout, "\nresults in %s\n", *out)

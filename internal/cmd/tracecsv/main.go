@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/replay"
 	"github.com/vramhq/vram/trace/rmm"
 )
@@ -38,10 +39,14 @@ import (
 const usage = "usage: tracecsv [-trace NAME] TRACE OUT[.gz]"
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "tracecsv:", err)
-		os.Exit(1)
+	err := run(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) { // -h: the usage is printed
+		return
 	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tracecsv:", err)
+	}
+	os.Exit(cmdutil.ExitCode(err)) // 2 for a usage mistake
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -53,10 +58,13 @@ func run(args []string, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return cmdutil.Usage(err)
 	}
 	if fs.NArg() != 2 {
-		return errors.New(usage)
+		return cmdutil.Usage(errors.New(usage))
 	}
 	spec, out := fs.Arg(0), fs.Arg(1)
 	ts, err := replay.Open(spec)

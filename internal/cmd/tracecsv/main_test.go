@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vramhq/vram/cli/cmdutil"
 	"github.com/vramhq/vram/replay"
 	"github.com/vramhq/vram/trace/rmm"
 )
@@ -165,5 +169,28 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "bad.csv")); !os.IsNotExist(err) {
 		t.Errorf("bad.csv written: %v", err)
+	}
+}
+
+// The exit status follows vram's: 2 for a mistake on the command line, 0
+// for -h, 1 for a failure.
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"-nosuchflag", "a", "b"}, 2},
+		{[]string{"only-one"}, 2},
+		{[]string{filepath.Join(t.TempDir(), "missing.csv"), filepath.Join(t.TempDir(), "out.csv")}, 1},
+	} {
+		err := run(tc.args, io.Discard)
+		got := cmdutil.ExitCode(err)
+		if errors.Is(err, flag.ErrHelp) {
+			got = 0
+		}
+		if got != tc.want {
+			t.Errorf("tracecsv %q: status %d (%v), want %d", tc.args, got, err, tc.want)
+		}
 	}
 }
