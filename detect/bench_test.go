@@ -33,11 +33,31 @@ func BenchmarkAdd(b *testing.B) {
 	}
 }
 
-// BenchmarkVerdict is one verdict over MaxWindows (256) windows of a floor
-// that does not move (fullDetector's sawtooth touches 20 GiB in every
-// window): the common case on a node, which takes the flat shortcut.
-func BenchmarkVerdict(b *testing.B) {
-	d, _ := fullDetector(b)
+// aged returns a detector of maxWindows windows (0: the default, 256)
+// that has seen four hours at 100 ms: a floor that does not move
+// (fullDetector's sawtooth touches 20 GiB in every window), or with moving,
+// a floor that wanders by a few MiB from window to window (a serving
+// process whose cache breathes; the simulated host's training processes).
+func aged(b *testing.B, maxWindows int, moving bool) *detect.Detector {
+	cfg := detect.DefaultConfig()
+	if maxWindows > 0 {
+		cfg.MaxWindows = maxWindows
+	}
+	d, err := detect.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 4 * 3600 * 10 {
+		v := uint64(20<<30 + (i%13)<<20)
+		if moving {
+			v += uint64((i/50)%7) << 20
+		}
+		d.Add(t0.Add(time.Duration(i)*100*time.Millisecond), v)
+	}
+	return d
+}
+
+func benchVerdict(b *testing.B, d *detect.Detector) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -45,24 +65,18 @@ func BenchmarkVerdict(b *testing.B) {
 	}
 }
 
-// BenchmarkVerdictMovingFloor is one verdict over MaxWindows windows of a
-// floor that wanders by a few MiB (a serving process whose cache breathes),
-// which takes the general path.
-func BenchmarkVerdictMovingFloor(b *testing.B) {
-	d, err := detect.New(detect.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 4 * 3600 * 10 {
-		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		d.Add(at, uint64(20<<30+((i/50)%7)<<20+(i%13)<<20))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		_ = d.Verdict()
-	}
-}
+// BenchmarkVerdict is one verdict over MaxWindows (256) windows of a floor
+// that does not move, the common case on a node: the flat shortcut.
+func BenchmarkVerdict(b *testing.B) { benchVerdict(b, aged(b, 0, false)) }
+
+// BenchmarkVerdictMovingFloor is one verdict over 256 windows of a moving
+// floor: the general path.
+func BenchmarkVerdictMovingFloor(b *testing.B) { benchVerdict(b, aged(b, 0, true)) }
+
+// BenchmarkVerdictDaemon and BenchmarkVerdictDaemonMovingFloor are the same
+// at the daemon's 64 windows (serve.DetectorConfig).
+func BenchmarkVerdictDaemon(b *testing.B)            { benchVerdict(b, aged(b, 64, false)) }
+func BenchmarkVerdictDaemonMovingFloor(b *testing.B) { benchVerdict(b, aged(b, 64, true)) }
 
 // BenchmarkAddVerdict is what a monitor pays per second when it samples at
 // 100 ms and asks for a verdict every second: ten Adds and one Verdict.
