@@ -51,11 +51,12 @@ const (
 )
 
 // DetectorConfig is the leak detector's configuration in the daemon:
-// detect's defaults with 64 windows instead of 256. A verdict costs
-// O(windows²) and each detector keeps O(windows²) scratch, which at 256
-// windows is 0.5 ms and 260 KB per process; the 64 newest windows (5 min
-// at 5 s) keep full resolution and older ones are merged, so long slow
-// leaks are still seen, at a coarser resolution.
+// detect's defaults with 64 windows instead of 256. A verdict on a floor
+// that moves costs O(windows²) slopes (about 26 µs at 64 windows and 190
+// µs at 256 on a 2-vCPU VM; a flat floor, 1 µs either way: docs/detect.md,
+// "Cost"), and the daemon asks for one per process every 5 s; the 64
+// newest windows (5 min at 5 s) keep full resolution and older ones are
+// merged, so long slow leaks are still seen, at a coarser resolution.
 func DetectorConfig() detect.Config {
 	c := detect.DefaultConfig()
 	c.MaxWindows = 64
