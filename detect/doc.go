@@ -102,6 +102,9 @@
 // runs out of memory when its peak meets the capacity.
 //
 // Cost: Add is O(1) (and O(MaxWindows) once per window when the list is
-// full); Verdict is O(MaxWindows²) for the pairwise slopes. See
-// docs/detect.md for measured figures and the confusion table.
+// full). Verdict is O(MaxWindows) on a floor that does not move (the
+// shortcut in flat), and O(MaxWindows²) otherwise for the Theil–Sen
+// slopes, of which it keeps only those near the median; the Mann–Kendall
+// sums are counted in O(MaxWindows log MaxWindows). See docs/detect.md
+// for measured figures and the confusion table.
 package detect

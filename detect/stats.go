@@ -5,9 +5,11 @@ import (
 	"slices"
 )
 
-// This file holds the two rank statistics the detector is built on, written
-// for the small series it works with (at most Config.MaxWindows points), so
-// the O(n²) pair loops are the simple and fast choice.
+// This file holds the two rank statistics the detector is built on, for the
+// small series it works with (at most Config.MaxWindows points). The pair
+// loops (kendallS, theilSen's) are the definitions; the verdict counts the
+// Mann–Kendall rows with a Fenwick tree (kendallRows) and brackets the
+// Theil–Sen median (theilSenBracketed), each checked against them.
 
 // mannKendall is the result of the Mann–Kendall trend test on one series.
 type mannKendall struct {
