@@ -305,7 +305,7 @@ func (d *Detector) analyze(pts []window) Verdict {
 	}
 
 	// 3. The continuous trend inside segments, over nested horizons ending now.
-	horizons := horizonsFor(len(f), 12)
+	horizons := horizonsFor(len(f), firstHorizon)
 	alpha := cfg.Alpha / float64(len(horizons))
 	var best *trend
 	var rejected []string
@@ -433,10 +433,7 @@ func (d *Detector) flat(pts []window) (v Verdict, ok bool) {
 	for _, w := range pts[max(0, n-d.cfg.MinWindows):] {
 		v.Peak = max(v.Peak, uint64(w.peak))
 	}
-	tests := 1
-	for h := 12; h < n; h *= 2 { // horizonsFor(n, 12), counted
-		tests++
-	}
+	tests := len(horizonsFor(n, firstHorizon))
 	d.fill(&v, trend{mk: mannKendall{P: 0.5}, n: n, span: pts[n-1].t - pts[0].t}, tests, NoLeak)
 	v.Reason = noLeakReason(v, 0, 0, nil)
 	return v, true
@@ -553,6 +550,9 @@ func (d *Detector) oneJump(x []float64, seg []int, alpha float64) bool {
 	}
 	return mkTest(y, seg, d.tmp).P >= alpha
 }
+
+// firstHorizon is the shortest horizon tested, in windows.
+const firstHorizon = 12
 
 // horizonsFor returns the horizon lengths (in windows, newest last) tested on
 // n steady windows: first, doubled while shorter than n, then n itself.
