@@ -65,7 +65,8 @@ func (a *Allocator) CheckInvariants() error {
 		}
 		add(statSegment, seg.pool, 1)
 		if seg.arena != nil {
-			add(statReservedBytes, seg.pool, int64(a.countMappedLocked(seg.arena)))
+			// Lent pages are mapped at home and at their alias: count them once.
+			add(statReservedBytes, seg.pool, int64(a.countMappedLocked(seg.arena)-seg.arena.lent))
 		} else {
 			add(statReservedBytes, seg.pool, int64(seg.size))
 		}

@@ -174,10 +174,11 @@ func (a *Allocator) Snapshot() Snapshot {
 			si.SegmentType = "small"
 		}
 		if seg.arena != nil {
-			si.PageMapped, si.TotalSize = true, seg.arena.mapped
+			// Lent pages are mapped twice; they count where they are used.
+			si.PageMapped, si.TotalSize = true, seg.arena.mapped-seg.arena.lent
 		}
 		for b := seg.head; b != nil; b = b.next {
-			if b.unmapped {
+			if b.unmapped || b.state == stateLent {
 				continue
 			}
 			bi := BlockInfo{Address: b.addr, Size: b.size, RequestedSize: b.requested, State: b.state.String(), Stream: b.stream}

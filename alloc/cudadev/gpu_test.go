@@ -116,7 +116,7 @@ func TestGPUVirtualMemory(t *testing.T) {
 		h, err := d.MemCreate(g)
 		must(t, err)
 		handles = append(handles, h)
-		must(t, d.MemMap(va+i*g, g, h))
+		must(t, d.MemMap(va+i*g, g, 0, h))
 		must(t, d.MemSetAccess(va+i*g, g))
 	}
 	n := int(4 * g)
@@ -132,6 +132,48 @@ func TestGPUVirtualMemory(t *testing.T) {
 		must(t, d.MemRelease(h))
 	}
 	must(t, d.AddressFree(va, 8*g))
+}
+
+// The driver maps a physical allocation a second time from an offset (the
+// page-mapped allocator's aliases): both addresses show the same bytes, and
+// the device's free memory does not change for the second mapping.
+func TestGPUVirtualMemoryAlias(t *testing.T) {
+	d := openGPU(t)
+	g, err := d.Granularity()
+	must(t, err)
+	va, err := d.AddressReserve(4 * g)
+	must(t, err)
+	va2, err := d.AddressReserve(2 * g)
+	must(t, err)
+	h, err := d.MemCreate(4 * g)
+	must(t, err)
+	must(t, d.MemMap(va, 4*g, 0, h))
+	must(t, d.MemSetAccess(va, 4*g))
+	free0, _, err := d.MemInfo()
+	must(t, err)
+	must(t, d.MemMap(va2, 2*g, 2*g, h)) // pages 2 and 3 of h, again
+	must(t, d.MemSetAccess(va2, 2*g))
+	free1, _, err := d.MemInfo()
+	must(t, err)
+	if free1 != free0 {
+		t.Errorf("free memory went from %d to %d when a handle was mapped a second time", free0, free1)
+	}
+	in := fill(int(g), 9)
+	must(t, d.CopyHtoD(va2+g/2, in))
+	out := make([]byte, g)
+	must(t, d.CopyDtoH(out, va+2*g+g/2))
+	if !bytes.Equal(in, out) {
+		t.Fatal("bytes written through the second mapping are not at the handle's offset")
+	}
+	must(t, d.MemUnmap(va2, 2*g))
+	must(t, d.CopyDtoH(out, va+2*g+g/2))
+	if !bytes.Equal(in, out) {
+		t.Fatal("contents lost when the second mapping went")
+	}
+	must(t, d.MemUnmap(va, 4*g))
+	must(t, d.MemRelease(h))
+	must(t, d.AddressFree(va2, 2*g))
+	must(t, d.AddressFree(va, 4*g))
 }
 
 func TestGPUHostMemory(t *testing.T) {
