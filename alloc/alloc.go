@@ -37,7 +37,6 @@ const (
 	stateFree      blockState = iota // in its pool's free index, reusable
 	stateAllocated                   // handed out, in the live map
 	statePending                     // freed, waiting on events of other streams
-	stateLent                        // idle pages of an arena mapped at an alias (paged_lend.go)
 )
 
 func (s blockState) String() string {
@@ -48,8 +47,6 @@ func (s blockState) String() string {
 		return "active_allocated"
 	case statePending:
 		return "active_pending_free"
-	case stateLent:
-		return "lent"
 	}
 	return "unknown"
 }

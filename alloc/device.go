@@ -60,11 +60,10 @@ type VirtualMemory interface {
 	// of Granularity. It wraps ErrDeviceOutOfMemory when the device is full.
 	MemCreate(size uint64) (PhysHandle, error)
 	MemRelease(h PhysHandle) error
-	// MemMap maps size bytes of physical memory h, from byte off of it, at
-	// addr; off is a multiple of Granularity (cuMemMap's offset). A handle
-	// may be mapped at several addresses at once. MemSetAccess makes the
+	// MemMap maps all of physical memory h (size bytes) at addr: the CUDA
+	// driver maps no part of an allocation alone. MemSetAccess makes the
 	// mapped range readable and writable by the device.
-	MemMap(addr, size, off uint64, h PhysHandle) error
+	MemMap(addr, size uint64, h PhysHandle) error
 	MemSetAccess(addr, size uint64) error
 	MemUnmap(addr, size uint64) error
 }

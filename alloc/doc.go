@@ -188,10 +188,8 @@
 //  3. Map the missing pages: first whole idle chunks taken from anywhere
 //     (any stream, after waiting for that stream when the backend can:
 //     cuMemUnmap does not wait for work in flight), one MemUnmap and one
-//     MemMap each; then idle pages lent from chunks that live blocks pin
-//     (below: in the fine regime, and in the coarse one for a growth of at
-//     least a whole chunk), one MemMap per run; only for the rest,
-//     MemCreate new chunks. One MemSetAccess covers the run. In the fine regime (below) new physical
+//     MemMap each; only for the rest, MemCreate new chunks. One
+//     MemSetAccess covers the run. In the fine regime (below) new physical
 //     memory is created only when idle chunks cannot cover the request, so
 //     reserved memory grows only when every chunk holds a live block; the
 //     waste is the idle pages of chunks that a live block still uses. In
@@ -236,25 +234,6 @@
 //     small pool's cached segments, try again, then report out of memory
 //     (OutOfMemoryError.PageMapped says why fragmentation is not the cause).
 //
-// Lending (paged_lend.go). A chunk that one live block touches cannot
-// move, however many of its pages are idle. But a physical allocation can
-// be mapped at a second address, from any page (cuMemMap's offset), so a
-// growth maps runs of such idle pages again where it needs them: an alias.
-// The memory is the same, so the reserve does not grow; at home a block in
-// state "lent" keeps the run from being used twice until the alias goes.
-// One MemMap per run, against the MemCreate and MemMap of new memory. A
-// chunk with aliases is neither moved nor released; the release policy and
-// EmptyCache send the aliases of a chunk home (one MemUnmap each) when that
-// leaves the chunk idle, and then release it. On the seven recorded traces
-// (simulated device, docs/alloc.md, "Lending idle pages") lending takes
-// reserved/live at the peak from 1.031, 1.036 and 1.021 to 1.021, 1.004 and
-// 1.004 on leak_retained_graph, lstm_varlen and llama_lora within
-// expandable segments' driver calls, and the smallest capacity of every
-// trace to 1.010 × live or less. Lending on every coarse growth as well
-// (not only those of a whole chunk) would cost up to 2.7 times expandable
-// segments' calls: small runs, lent and moved again at every growth. Pages
-// that a live block uses in part are not lent; they stay where they are.
-//
 // Chunks under memory pressure. A live block pins the idle pages of its
 // chunk, and the chunks that end up pinned are often made in a job's
 // first allocations, long before memory is tight. So with a cap below
@@ -289,16 +268,15 @@
 // longest steps' memory every few steps).
 // EmptyCache releases every idle chunk at once.
 //
-// Statistics: reserved_bytes counts physical pages, a lent page once (plus
-// small segments); num_device_alloc and num_device_free count MemCreate and
-// MemRelease too; num_mem_map, num_mem_unmap (calls, one per chunk or
-// alias), num_stream_syncs, num_page_releases and num_page_lends (runs
-// lent) count the page work. The segment
+// Statistics: reserved_bytes counts mapped pages (plus small segments);
+// num_device_alloc and num_device_free count MemCreate and MemRelease
+// too; num_mem_map, num_mem_unmap (calls, one per chunk),
+// num_stream_syncs and num_page_releases count the page work. The segment
 // statistics count an arena as one segment; a Snapshot shows an arena with its mapped size
 // and without its unmapped ranges.
 //
-// Limits: pages that a live block uses in part serve requests only where
-// they are; page_mapped cannot be combined with
+// Limits: idle pages inside a chunk that a live block still uses can serve
+// requests only where they are; page_mapped cannot be combined with
 // max_split_size_mb or prealloc_bytes; garbage_collection_threshold
 // applies to the small pool only.
 //

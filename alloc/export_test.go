@@ -65,8 +65,7 @@ func (a *Allocator) CheckInvariants() error {
 		}
 		add(statSegment, seg.pool, 1)
 		if seg.arena != nil {
-			// Lent pages are mapped at home and at their alias: count them once.
-			add(statReservedBytes, seg.pool, int64(a.countMappedLocked(seg.arena)-seg.arena.lent))
+			add(statReservedBytes, seg.pool, int64(a.countMappedLocked(seg.arena)))
 		} else {
 			add(statReservedBytes, seg.pool, int64(seg.size))
 		}

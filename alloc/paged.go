@@ -130,8 +130,7 @@ type pagedState struct {
 type arena struct {
 	seg      *segment
 	pages    []*chunk // page i is [seg.addr+i*gran, +gran); nil or past the end: unmapped
-	mapped   uint64   // bytes of mapped pages, lent ones included
-	lent     uint64   // bytes of the lent blocks (paged_lend.go): mapped here and at an alias
+	mapped   uint64   // bytes of mapped pages
 	unmapped *block   // head of the unmapped free blocks
 }
 
@@ -141,19 +140,9 @@ type arena struct {
 // cannot unmap part of a range that one cuMemMap mapped), so a chunk is
 // moved or released only when all of its pages are idle; pages that are
 // idle inside a chunk still in use serve requests where they are.
-//
-// An alias is a chunk too: a second mapping of a run of a chunk's idle
-// pages (paged_lend.go), with home pointing at that chunk, off at the run's
-// first byte in h and lent at the block that stands for the run at home
-// while it is lent. It is moved like any chunk, but never released: it is
-// returned home instead.
 type chunk struct {
 	h          PhysHandle
 	addr, size uint64
-	off        uint64 // first byte of h mapped at addr: 0 but for an alias
-	home       *chunk // an alias's chunk; nil for a chunk that owns h
-	lent       *block // an alias's block at home, in state stateLent
-	aliases    int    // how many aliases of this chunk exist
 }
 
 func (c *chunk) end() uint64 { return c.addr + c.size }
@@ -469,7 +458,7 @@ func (a *Allocator) syncStreamLocked(s Stream) error {
 		}
 	}
 	if err := pg.sync.SynchronizeStream(s); err != nil {
-		return fmt.Errorf("alloc: waiting for stream %#x before its pages are unmapped or lent: %w", uint64(s), err)
+		return fmt.Errorf("alloc: waiting for stream %#x before unmapping its pages: %w", uint64(s), err)
 	}
 	a.st.numStreamSyncs++
 	pg.synced = append(pg.synced, s)
@@ -555,7 +544,6 @@ func (a *Allocator) unmapChunksLocked(picks []idleChunk) ([]*chunk, error) {
 	g := a.pg.gran
 	// Highest first: unmapping the top of a free block leaves the block's
 	// struct in place for the part below, where the next pick may lie.
-	// Aliases (paged_lend.go) are unmapped like chunks.
 	sort.Slice(picks, func(i, j int) bool { return picks[i].c.addr > picks[j].c.addr })
 	var out []*chunk
 	for _, p := range picks {
@@ -599,14 +587,9 @@ func (a *Allocator) markUnmappedLocked(b *block, lo, hi uint64) {
 	a.attachFreeLocked(mid)
 }
 
-// releaseChunksLocked returns unmapped chunks to the device, and unmapped
-// aliases to their homes.
+// releaseChunksLocked returns unmapped chunks to the device.
 func (a *Allocator) releaseChunksLocked(cs []*chunk) error {
 	for i, c := range cs {
-		if c.home != nil {
-			a.unlendLocked(c)
-			continue
-		}
 		if err := a.pg.vm.MemRelease(c.h); err != nil {
 			return fmt.Errorf("alloc: releasing %s of physical memory (%d more chunks not released): %w", formatBytes(c.size), len(cs)-i-1, err)
 		}
@@ -636,27 +619,23 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	}
 	pg.synced = pg.synced[:0]
 	lo, room := p.u.addr, p.u.size
-	exLo, exHi := p.start/g*g, roundUp(p.runEnd, g)
-	cands, idle := a.idleChunksLocked(exLo, exHi)
+	cands, idle := a.idleChunksLocked(p.start/g*g, roundUp(p.runEnd, g))
 	var picks []idleChunk
-	var moved, lend uint64
+	var moved uint64
 	if !a.growFreelyLocked(need) {
 		picks, moved = pickChunks(cands, need, room, p.u.stream)
-		if moved < need && lendPages && (pg.fine || need >= pg.maxChunk) {
-			lend = min(a.lendableLocked(exLo, exHi, picks), need-moved)
-		}
 	}
 	var short, create uint64
-	if moved+lend < need {
-		short = need - moved - lend
+	if moved < need {
+		short = need - moved
 		r := a.reservedLocked()
 		if r+short > a.capBytes {
 			what := "the cap"
 			if a.capBytes == a.total {
 				what = "the device's total memory"
 			}
-			return nil, &noRoomError{fmt.Errorf("mapping %s more would pass %s of %s (%s reserved; %d idle pages, of which %s in idle chunks could move and %s could be lent)",
-				formatBytes(short), what, formatBytes(a.capBytes), formatBytes(r), idle, formatBytes(moved), formatBytes(lend))}
+			return nil, &noRoomError{fmt.Errorf("mapping %s more would pass %s of %s (%s reserved; %d idle pages, of which %s in idle chunks could move)",
+				formatBytes(short), what, formatBytes(a.capBytes), formatBytes(r), idle, formatBytes(moved))}
 		}
 		// Grow ahead by pg.chunk; in the fine regime by no more than 1/64
 		// of what the large pool holds, so that a small job's reserve
@@ -665,21 +644,11 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		if pg.fine {
 			ahead = min(pg.chunk, roundUp(uint64(a.st.s[statReservedBytes][poolLarge+1].Current)/64, g))
 		}
-		if lend > 0 {
-			ahead = 0 // the growth lends: it creates only what lending did not cover
-		}
-		create = min(max(short, ahead), room-moved-lend, (a.capBytes-r)/g*g)
+		create = min(max(short, ahead), room-moved, (a.capBytes-r)/g*g)
 	}
 	hand, err := a.unmapChunksLocked(picks)
 	if err != nil {
 		return nil, errors.Join(err, a.releaseChunksLocked(hand))
-	}
-	if lend > 0 {
-		lent, err := a.lendLocked(exLo, exHi, lend, p.u.stream)
-		hand = append(hand, lent...)
-		if err != nil {
-			return nil, errors.Join(err, a.releaseChunksLocked(hand))
-		}
 	}
 	var growErr error
 	bound := ^uint64(0) // by the job's size (sizeShare); pg.maxChunk may shrink in the loop
@@ -722,7 +691,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	at := lo
 	var mapErr error
 	for i, c := range hand {
-		if err := pg.vm.MemMap(at, c.size, c.off, c.h); err != nil {
+		if err := pg.vm.MemMap(at, c.size, c.h); err != nil {
 			mapErr = errors.Join(fmt.Errorf("alloc: mapping %s at %#x: %w", formatBytes(c.size), at, err), a.releaseChunksLocked(hand[i:]))
 			break
 		}
@@ -905,13 +874,6 @@ func (a *Allocator) releaseIdleLocked(keep uint64, minPages uint64) (uint64, err
 	if idle <= keepPages {
 		return 0, nil
 	}
-	pg.synced = pg.synced[:0]
-	if n, err := a.returnAliasesLocked(cands); err != nil {
-		return 0, err
-	} else if n > 0 {
-		cands, idle = a.idleChunksLocked(0, 0)
-	}
-	cands = ownersOnly(cands)
 	sort.Slice(cands, func(i, j int) bool { return cands[i].c.addr > cands[j].c.addr })
 	var picks []idleChunk
 	var pages uint64
@@ -924,6 +886,7 @@ func (a *Allocator) releaseIdleLocked(keep uint64, minPages uint64) (uint64, err
 	if pages == 0 || pages < minPages {
 		return 0, nil
 	}
+	pg.synced = pg.synced[:0]
 	hand, err := a.unmapChunksLocked(picks)
 	var released uint64
 	for _, c := range hand {

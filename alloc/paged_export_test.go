@@ -13,20 +13,15 @@ func (a *Allocator) countMappedLocked(ar *arena) uint64 {
 	return n
 }
 
-// checkPagedLocked checks the invariants of the page-mapped mode (paged.go,
-// paged_lend.go): unmapped blocks are page-aligned and map nothing, every
-// page that another block touches is mapped, the mapped and lent counts are
-// right, every chunk and alias is mapped whole at one place (its pages in a
-// row, pointing at it, its size a multiple of the page), no physical handle
-// is mapped twice but by its aliases, each alias maps the pages of a lent
-// block of its home chunk (same size, same place in the handle) and a
-// chunk's alias count is right, no page of a handle is usable at two
-// addresses, the unmapped lists hold exactly the unmapped blocks.
+// checkPagedLocked checks the invariants of the page-mapped mode (paged.go):
+// unmapped blocks are page-aligned and map nothing, every page that another
+// block touches is mapped, the mapped count is right, every chunk is
+// mapped whole at one place (its pages in a row, pointing at it, its
+// size a multiple of the page), no physical handle is mapped twice, the
+// unmapped lists hold exactly the unmapped blocks.
 func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 	g := a.pg.gran
 	handles := map[PhysHandle]*chunk{}
-	var aliases []*chunk
-	lentBlocks := map[*block]bool{}
 	for _, ar := range a.pg.arenas {
 		seg := ar.seg
 		if seg.arena != ar {
@@ -48,14 +43,10 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 				if c.size == 0 || c.size%g != 0 || c.end() > ar.end() {
 					fail("chunk %#x+%d: not whole pages inside its arena", c.addr, c.size)
 				}
-				if c.home != nil {
-					aliases = append(aliases, c)
-				} else {
-					if prev, dup := handles[c.h]; dup {
-						fail("physical handle %d is mapped at %#x and at %#x", c.h, prev.addr, c.addr)
-					}
-					handles[c.h] = c
+				if prev, dup := handles[c.h]; dup {
+					fail("physical handle %d is mapped at %#x and at %#x", c.h, prev.addr, c.addr)
 				}
+				handles[c.h] = c
 			}
 			if at < c.addr || at >= c.end() {
 				fail("page %#x points at chunk %#x+%d, which does not cover it", at, c.addr, c.size)
@@ -81,7 +72,6 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 			}
 		}
 		unmapped := 0
-		var lent uint64
 		for b := seg.head; b != nil; b = b.next {
 			if b.unmapped {
 				unmapped++
@@ -102,13 +92,6 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 				}
 				continue
 			}
-			if b.state == stateLent {
-				lent += b.size
-				lentBlocks[b] = true
-				if b.addr%g != 0 || b.size%g != 0 {
-					fail("lent block %#x+%d is not page-aligned", b.addr, b.size)
-				}
-			}
 			for at := b.addr / g * g; at < b.addr+b.size; at += g {
 				if !mappedAt(at) {
 					fail("%v block %#x+%d: page %#x is not mapped", b.state, b.addr, b.size, at)
@@ -116,37 +99,8 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 				}
 			}
 		}
-		if lent != ar.lent {
-			fail("arena %#x: %d bytes in lent blocks, count says %d", seg.addr, lent, ar.lent)
-		}
 		if unmapped != len(inList) {
 			fail("arena %#x: %d unmapped blocks, %d in the list", seg.addr, unmapped, len(inList))
-		}
-	}
-	count := map[*chunk]int{}
-	for _, al := range aliases {
-		h := al.home
-		count[h]++
-		if handles[h.h] != h || h.h != al.h || h.home != nil {
-			fail("alias %#x+%d: its home %#x is not a mapped chunk that owns handle %d", al.addr, al.size, h.addr, al.h)
-			continue
-		}
-		lb := al.lent
-		if lb == nil || !lentBlocks[lb] {
-			fail("alias %#x+%d: its lent block is not a lent block of an arena", al.addr, al.size)
-			continue
-		}
-		if lb.size != al.size || lb.addr != h.addr+al.off || lb.addr+lb.size > h.end() {
-			fail("alias %#x+%d of handle %d from %d: lent block %#x+%d, chunk %#x+%d", al.addr, al.size, al.h, al.off, lb.addr, lb.size, h.addr, h.size)
-		}
-		delete(lentBlocks, lb)
-	}
-	for lb := range lentBlocks {
-		fail("lent block %#x+%d has no alias", lb.addr, lb.size)
-	}
-	for _, c := range handles {
-		if count[c] != c.aliases {
-			fail("chunk %#x+%d: %d aliases mapped, count says %d", c.addr, c.size, count[c], c.aliases)
 		}
 	}
 }
@@ -169,7 +123,7 @@ func (a *Allocator) IdleChunkBytes() uint64 {
 	}
 	cs, _ := a.idleChunksLocked(0, 0)
 	var n uint64
-	for _, c := range ownersOnly(cs) { // an idle alias goes home, it is not released
+	for _, c := range cs {
 		n += c.c.size
 	}
 	return n
@@ -266,28 +220,4 @@ func (a *Allocator) FineRegime() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.pg != nil && a.pg.fine
-}
-
-// SetLending turns the lending of idle pages (paged_lend.go) on or off for
-// allocators used until restore. Not safe while other tests create
-// allocators.
-func SetLending(on bool) (restore func()) {
-	old := lendPages
-	lendPages = on
-	return func() { lendPages = old }
-}
-
-// LentBytes returns the bytes of idle pages lent to aliases: mapped twice,
-// counted once in the reserve.
-func (a *Allocator) LentBytes() uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.pg == nil {
-		return 0
-	}
-	var n uint64
-	for _, ar := range a.pg.arenas {
-		n += ar.lent
-	}
-	return n
 }

@@ -53,7 +53,6 @@ type Stats struct {
 	NumMemUnmap         int64 `json:"num_mem_unmap"`        // pages unmapped (page-mapped mode)
 	NumStreamSyncs      int64 `json:"num_stream_syncs"`     // streams waited for before unmapping
 	NumPageReleases     int64 `json:"num_page_releases"`    // batches of idle pages released
-	NumPageLends        int64 `json:"num_page_lends"`       // runs of idle pages lent to an alias
 	NumSyncAllStreams   int64 `json:"num_sync_all_streams"` // waits for all outstanding events
 	OversizeAllocations Stat  `json:"oversize_allocations"` // allocations of max_split_size or more
 	OversizeSegments    Stat  `json:"oversize_segments"`    // segments of max_split_size or more
@@ -127,7 +126,6 @@ type statsState struct {
 	numMemUnmap         int64
 	numStreamSyncs      int64
 	numPageTrims        int64
-	numPageLends        int64
 }
 
 func (st *statsState) inc(kind, pool int, n int64) {
@@ -185,7 +183,6 @@ func (st *statsState) export(maxSplit uint64) Stats {
 		NumMemUnmap:         st.numMemUnmap,
 		NumStreamSyncs:      st.numStreamSyncs,
 		NumPageReleases:     st.numPageTrims,
-		NumPageLends:        st.numPageLends,
 		OversizeAllocations: st.oversizeAllocations,
 		OversizeSegments:    st.oversizeSegments,
 		MaxSplitSize:        -1,
@@ -238,7 +235,6 @@ func (s Stats) Map() map[string]int64 {
 	m["num_mem_unmap"] = s.NumMemUnmap
 	m["num_stream_syncs"] = s.NumStreamSyncs
 	m["num_page_releases"] = s.NumPageReleases
-	m["num_page_lends"] = s.NumPageLends
 	m["max_split_size"] = s.MaxSplitSize
 	return m
 }
@@ -270,5 +266,5 @@ func (a *Allocator) ResetAccumulatedStats() {
 	a.st.oversizeSegments.Allocated, a.st.oversizeSegments.Freed = 0, 0
 	a.st.numAllocRetries, a.st.numOOMs = 0, 0
 	a.st.numDeviceAlloc, a.st.numDeviceFree, a.st.numSyncAllStreams = 0, 0, 0
-	a.st.numMemMap, a.st.numMemUnmap, a.st.numStreamSyncs, a.st.numPageTrims, a.st.numPageLends = 0, 0, 0, 0, 0
+	a.st.numMemMap, a.st.numMemUnmap, a.st.numStreamSyncs, a.st.numPageTrims = 0, 0, 0, 0
 }

@@ -174,11 +174,10 @@ func (a *Allocator) Snapshot() Snapshot {
 			si.SegmentType = "small"
 		}
 		if seg.arena != nil {
-			// Lent pages are mapped twice; they count where they are used.
-			si.PageMapped, si.TotalSize = true, seg.arena.mapped-seg.arena.lent
+			si.PageMapped, si.TotalSize = true, seg.arena.mapped
 		}
 		for b := seg.head; b != nil; b = b.next {
-			if b.unmapped || b.state == stateLent {
+			if b.unmapped {
 				continue
 			}
 			bi := BlockInfo{Address: b.addr, Size: b.size, RequestedSize: b.requested, State: b.state.String(), Stream: b.stream}

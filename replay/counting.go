@@ -61,8 +61,8 @@ func (d *countingDevice) MemRelease(h alloc.PhysHandle) error {
 	return count(&d.release, d.fullDevice.MemRelease(h))
 }
 
-func (d *countingDevice) MemMap(addr, size, off uint64, h alloc.PhysHandle) error {
-	return count(&d.mmap, d.fullDevice.MemMap(addr, size, off, h))
+func (d *countingDevice) MemMap(addr, size uint64, h alloc.PhysHandle) error {
+	return count(&d.mmap, d.fullDevice.MemMap(addr, size, h))
 }
 
 func (d *countingDevice) MemSetAccess(addr, size uint64) error {

@@ -262,9 +262,9 @@ func (d *Device) MemRelease(h alloc.PhysHandle) error {
 	return d.wrap(d.ctx.MemRelease(cuda.MemHandle(h)))
 }
 
-// MemMap maps size bytes of h, from byte off, at addr.
-func (d *Device) MemMap(addr, size, off uint64, h alloc.PhysHandle) error {
-	return d.wrap(d.ctx.MemMap(cuda.DevicePtr(addr), size, off, cuda.MemHandle(h)))
+// MemMap maps all of h (size bytes) at addr.
+func (d *Device) MemMap(addr, size uint64, h alloc.PhysHandle) error {
+	return d.wrap(d.ctx.MemMap(cuda.DevicePtr(addr), size, 0, cuda.MemHandle(h)))
 }
 
 // MemSetAccess makes [addr, addr+size) readable and writable by this device.

@@ -116,7 +116,7 @@ func TestGPUVirtualMemory(t *testing.T) {
 		h, err := d.MemCreate(g)
 		must(t, err)
 		handles = append(handles, h)
-		must(t, d.MemMap(va+i*g, g, 0, h))
+		must(t, d.MemMap(va+i*g, g, h))
 		must(t, d.MemSetAccess(va+i*g, g))
 	}
 	n := int(4 * g)
@@ -134,45 +134,55 @@ func TestGPUVirtualMemory(t *testing.T) {
 	must(t, d.AddressFree(va, 8*g))
 }
 
-// The driver maps a physical allocation a second time from an offset (the
-// page-mapped allocator's aliases): both addresses show the same bytes, and
-// the device's free memory does not change for the second mapping.
+// What the driver allows when one physical allocation is mapped twice
+// (docs/alloc.md, "Lending idle pages: tried, not kept"): a whole second
+// mapping shows the same bytes at both addresses and takes no memory; part
+// of an allocation, from its start or from an offset, is refused on driver
+// 580 (CUDA 13.0) with CUDA_ERROR_NOT_SUPPORTED, which the test logs.
 func TestGPUVirtualMemoryAlias(t *testing.T) {
 	d := openGPU(t)
 	g, err := d.Granularity()
 	must(t, err)
 	va, err := d.AddressReserve(4 * g)
 	must(t, err)
-	va2, err := d.AddressReserve(2 * g)
+	va2, err := d.AddressReserve(4 * g)
 	must(t, err)
 	h, err := d.MemCreate(4 * g)
 	must(t, err)
-	must(t, d.MemMap(va, 4*g, 0, h))
+	must(t, d.MemMap(va, 4*g, h))
 	must(t, d.MemSetAccess(va, 4*g))
 	free0, _, err := d.MemInfo()
 	must(t, err)
-	must(t, d.MemMap(va2, 2*g, 2*g, h)) // pages 2 and 3 of h, again
-	must(t, d.MemSetAccess(va2, 2*g))
+	for _, part := range []struct{ size, off uint64 }{{2 * g, 0}, {2 * g, 2 * g}} {
+		if err := d.ctx.MemMap(cuda.DevicePtr(va2), part.size, part.off, cuda.MemHandle(h)); err == nil {
+			t.Logf("the driver maps %d bytes of a %d-byte allocation from %d", part.size, 4*g, part.off)
+			must(t, d.MemUnmap(va2, part.size))
+		} else {
+			t.Logf("part of an allocation (%d bytes from %d): %v", part.size, part.off, err)
+		}
+	}
+	must(t, d.MemMap(va2, 4*g, h))
+	must(t, d.MemSetAccess(va2, 4*g))
 	free1, _, err := d.MemInfo()
 	must(t, err)
 	if free1 != free0 {
-		t.Errorf("free memory went from %d to %d when a handle was mapped a second time", free0, free1)
+		t.Errorf("free memory went from %d to %d when an allocation was mapped a second time", free0, free1)
 	}
 	in := fill(int(g), 9)
-	must(t, d.CopyHtoD(va2+g/2, in))
+	must(t, d.CopyHtoD(va2+2*g+g/2, in))
 	out := make([]byte, g)
 	must(t, d.CopyDtoH(out, va+2*g+g/2))
 	if !bytes.Equal(in, out) {
-		t.Fatal("bytes written through the second mapping are not at the handle's offset")
+		t.Fatal("bytes written through the second mapping are not at the first")
 	}
-	must(t, d.MemUnmap(va2, 2*g))
+	must(t, d.MemUnmap(va2, 4*g))
 	must(t, d.CopyDtoH(out, va+2*g+g/2))
 	if !bytes.Equal(in, out) {
 		t.Fatal("contents lost when the second mapping went")
 	}
 	must(t, d.MemUnmap(va, 4*g))
 	must(t, d.MemRelease(h))
-	must(t, d.AddressFree(va2, 2*g))
+	must(t, d.AddressFree(va2, 4*g))
 	must(t, d.AddressFree(va, 4*g))
 }
 

@@ -282,7 +282,7 @@ func TestIllegalAccess(t *testing.T) {
 	b, _ := d.Malloc(1000)
 	r, _ := d.AddressReserve(4 * mib)
 	h, _ := d.MemCreate(2 * mib)
-	if err := d.MemMap(r, 2*mib, 0, h); err != nil {
+	if err := d.MemMap(r, 2*mib, h); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -336,8 +336,8 @@ func TestVirtualMemory(t *testing.T) {
 		t.Fatalf("free after 6 MiB of handles = %d", free)
 	}
 	// Two handles mapped back to back form one contiguous accessible range.
-	must(t, d.MemMap(r, 2*mib, 0, h1))
-	must(t, d.MemMap(r+2*mib, 4*mib, 0, h2))
+	must(t, d.MemMap(r, 2*mib, h1))
+	must(t, d.MemMap(r+2*mib, 4*mib, h2))
 	must(t, d.MemSetAccess(r, 6*mib))
 	pattern := bytes.Repeat([]byte("vram"), mib/4*3) // 3 MiB, straddles the two handles
 	must(t, d.CopyHtoD(r+mib, pattern))
@@ -345,7 +345,7 @@ func TestVirtualMemory(t *testing.T) {
 	// Remap h2 at the far end of a second reservation: its bytes follow it.
 	must(t, d.MemUnmap(r+2*mib, 4*mib))
 	r2, _ := d.AddressReserve(4 * mib)
-	must(t, d.MemMap(r2, 4*mib, 0, h2))
+	must(t, d.MemMap(r2, 4*mib, h2))
 	must(t, d.MemSetAccess(r2, 4*mib))
 	got := make([]byte, 2*mib)
 	must(t, d.CopyDtoH(got, r2))
@@ -384,43 +384,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// A handle mapped a second time from an offset shows the same bytes at both
-// addresses, and its memory counts once.
-func TestVirtualMemoryAlias(t *testing.T) {
-	d := newDev(t, Config{Capacity: 16 * mib})
-	r, _ := d.AddressReserve(6 * mib)
-	r2, _ := d.AddressReserve(2 * mib)
-	h, _ := d.MemCreate(6 * mib)
-	must(t, d.MemMap(r, 6*mib, 0, h))
-	must(t, d.MemSetAccess(r, 6*mib))
-	must(t, d.MemMap(r2, 2*mib, 4*mib, h)) // h's last page, again
-	must(t, d.MemSetAccess(r2, 2*mib))
-	if s := d.Stats(); s.PhysBytes != 6*mib || s.MappedBytes != 8*mib {
-		t.Errorf("%d physical, %d mapped bytes; want 6 and 8 MiB", s.PhysBytes, s.MappedBytes)
-	}
-	if free, _, _ := d.MemInfo(); free != 10*mib {
-		t.Errorf("free = %d, want 10 MiB: an alias takes no memory", free)
-	}
-	pattern := bytes.Repeat([]byte("alias"), 1000)
-	must(t, d.CopyHtoD(r2+100, pattern))
-	got := make([]byte, len(pattern))
-	must(t, d.CopyDtoH(got, r+4*mib+100))
-	if !bytes.Equal(got, pattern) {
-		t.Error("bytes written through the alias are not at the handle's offset")
-	}
-	// Unmapping the alias leaves the first mapping and the handle alone.
-	must(t, d.MemUnmap(r2, 2*mib))
-	must(t, d.CopyDtoH(got, r+4*mib+100))
-	if !bytes.Equal(got, pattern) {
-		t.Error("contents lost when the alias was unmapped")
-	}
-	if err := d.MemRelease(h); !errors.Is(err, ErrInvalidValue) {
-		t.Errorf("release while still mapped once: %v", err)
-	}
-	must(t, d.MemUnmap(r, 6*mib))
-	must(t, d.MemRelease(h))
-}
-
 func TestVirtualMemoryMisuse(t *testing.T) {
 	type env struct {
 		d     *Device
@@ -436,16 +399,13 @@ func TestVirtualMemoryMisuse(t *testing.T) {
 		{"reserve zero", func(e env) error { _, err := e.d.AddressReserve(0); return err }, ErrInvalidValue},
 		{"create unaligned size", func(e env) error { _, err := e.d.MemCreate(3 * mib); return err }, ErrInvalidValue},
 		{"create too large", func(e env) error { _, err := e.d.MemCreate(64 * mib); return err }, alloc.ErrDeviceOutOfMemory},
-		{"map unaligned address", func(e env) error { return e.d.MemMap(e.r+2*mib+4096, 2*mib, 0, e.h2) }, ErrInvalidValue},
-		{"map unaligned size", func(e env) error { return e.d.MemMap(e.r+2*mib, mib, 0, e.h2) }, ErrInvalidValue},
-		{"double map", func(e env) error { return e.d.MemMap(e.r, 2*mib, 0, e.h2) }, ErrInvalidValue},
-		{"overlapping map", func(e env) error { return e.d.MemMap(e.r-2*mib, 4*mib, 0, e.h2) }, ErrInvalidValue},
-		{"map larger than handle", func(e env) error { return e.d.MemMap(e.r+2*mib, 4*mib, 0, e.h2) }, ErrInvalidValue},
-		{"map past reservation", func(e env) error { return e.d.MemMap(e.r+8*mib, 2*mib, 0, e.h2) }, ErrInvalidValue},
-		{"map unknown handle", func(e env) error { return e.d.MemMap(e.r+2*mib, 2*mib, 0, 99) }, ErrInvalidValue},
-		{"map from an unaligned offset", func(e env) error { return e.d.MemMap(e.r+2*mib, 2*mib, 4096, e.h2) }, ErrInvalidValue},
-		{"map past the handle's end from an offset", func(e env) error { return e.d.MemMap(e.r+2*mib, 2*mib, 2*mib, e.h2) }, ErrInvalidValue},
-		{"map from an offset past the handle", func(e env) error { return e.d.MemMap(e.r+2*mib, 2*mib, 1<<62, e.h2) }, ErrInvalidValue},
+		{"map unaligned address", func(e env) error { return e.d.MemMap(e.r+2*mib+4096, 2*mib, e.h2) }, ErrInvalidValue},
+		{"map unaligned size", func(e env) error { return e.d.MemMap(e.r+2*mib, mib, e.h2) }, ErrInvalidValue},
+		{"double map", func(e env) error { return e.d.MemMap(e.r, 2*mib, e.h2) }, ErrInvalidValue},
+		{"overlapping map", func(e env) error { return e.d.MemMap(e.r-2*mib, 4*mib, e.h2) }, ErrInvalidValue},
+		{"map larger than handle", func(e env) error { return e.d.MemMap(e.r+2*mib, 4*mib, e.h2) }, ErrInvalidValue},
+		{"map past reservation", func(e env) error { return e.d.MemMap(e.r+8*mib, 2*mib, e.h2) }, ErrInvalidValue},
+		{"map unknown handle", func(e env) error { return e.d.MemMap(e.r+2*mib, 2*mib, 99) }, ErrInvalidValue},
 		{"unmap unmapped", func(e env) error { return e.d.MemUnmap(e.r+2*mib, 2*mib) }, ErrInvalidValue},
 		{"unmap partly mapped", func(e env) error { return e.d.MemUnmap(e.r, 4*mib) }, ErrInvalidValue},
 		{"access unmapped", func(e env) error { return e.d.MemSetAccess(e.r+4*mib, 2*mib) }, ErrInvalidValue},
@@ -457,7 +417,7 @@ func TestVirtualMemoryMisuse(t *testing.T) {
 		{"free a malloc address", func(e env) error { a, _ := e.d.Malloc(2 * mib); return e.d.AddressFree(a, 2*mib) }, ErrInvalidValue},
 		{"malloc address is not a reservation", func(e env) error {
 			a, _ := e.d.Malloc(2 * mib)
-			return e.d.MemMap(a, 2*mib, 0, e.h2)
+			return e.d.MemMap(a, 2*mib, e.h2)
 		}, ErrInvalidValue},
 	}
 	for _, tt := range tests {
@@ -466,7 +426,7 @@ func TestVirtualMemoryMisuse(t *testing.T) {
 			r, _ := d.AddressReserve(8 * mib)
 			h, _ := d.MemCreate(2 * mib)
 			h2, _ := d.MemCreate(2 * mib)
-			must(t, d.MemMap(r, 2*mib, 0, h))
+			must(t, d.MemMap(r, 2*mib, h))
 			err := tt.op(env{d, r, h, h2})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
@@ -483,12 +443,12 @@ func TestAllowReleaseMapped(t *testing.T) {
 	d := newDev(t, Config{Capacity: 8 * mib, AllowReleaseMapped: true})
 	r, _ := d.AddressReserve(2 * mib)
 	h, _ := d.MemCreate(2 * mib)
-	must(t, d.MemMap(r, 2*mib, 0, h))
+	must(t, d.MemMap(r, 2*mib, h))
 	must(t, d.MemRelease(h))
 	if d.Stats().PhysBytes != 2*mib {
 		t.Fatal("released mapped handle freed before its unmap")
 	}
-	if err := d.MemMap(r, 2*mib, 0, h); !errors.Is(err, ErrInvalidValue) {
+	if err := d.MemMap(r, 2*mib, h); !errors.Is(err, ErrInvalidValue) {
 		t.Errorf("map of a released handle: %v", err)
 	}
 	must(t, d.MemUnmap(r, 2*mib))
@@ -588,7 +548,7 @@ func TestCalls(t *testing.T) {
 	d.MemInfo()
 	r, _ := d.AddressReserve(2 * mib)
 	h, _ := d.MemCreate(2 * mib)
-	d.MemMap(r, 2*mib, 0, h)
+	d.MemMap(r, 2*mib, h)
 	d.MemSetAccess(r, 2*mib)
 	d.MemUnmap(r, 2*mib)
 	d.MemRelease(h)
@@ -676,11 +636,11 @@ func TestFaultKinds(t *testing.T) {
 	d.FailNth(KindMemMap, 1)
 	r, _ := d.AddressReserve(2 * mib)
 	h, _ := d.MemCreate(2 * mib)
-	err := d.MemMap(r, 2*mib, 0, h)
+	err := d.MemMap(r, 2*mib, h)
 	if !errors.Is(err, ErrInjected) || errors.Is(err, alloc.ErrDeviceOutOfMemory) {
 		t.Errorf("MemMap fault: %v, want ErrInjected only", err)
 	}
-	must(t, d.MemMap(r, 2*mib, 0, h))
+	must(t, d.MemMap(r, 2*mib, h))
 	off := d.FailAbove(KindMalloc, 0)
 	if _, err := d.Malloc(1); err == nil {
 		t.Error("fault on every Malloc did not fire")

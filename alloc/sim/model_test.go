@@ -67,7 +67,7 @@ func TestAgainstModel(t *testing.T) {
 				handleSize[h] = 2 * mib
 				page := res + uint64(rng.IntN(16))*2*mib
 				if _, ok := mapped[page]; !ok {
-					must(t, d.MemMap(page, 2*mib, 0, h))
+					must(t, d.MemMap(page, 2*mib, h))
 					must(t, d.MemSetAccess(page, 2*mib))
 					mapped[page] = h
 				}

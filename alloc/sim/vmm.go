@@ -138,10 +138,9 @@ func (d *Device) dropHandleLocked(p *phys) {
 	d.physB -= p.size
 }
 
-// MemMap implements alloc.VirtualMemory: it maps size bytes of h, from byte
-// off of it, at addr, which must lie inside one reservation and not be mapped
-// yet. A handle may be mapped at several addresses; they share its contents.
-func (d *Device) MemMap(addr, size, off uint64, h alloc.PhysHandle) (err error) {
+// MemMap implements alloc.VirtualMemory: it maps the first size bytes of h at
+// addr, which must lie inside one reservation and not be mapped yet.
+func (d *Device) MemMap(addr, size uint64, h alloc.PhysHandle) (err error) {
 	c, err := d.enter(KindMemMap, size, addr)
 	defer d.leave(c, &err)
 	if err != nil {
@@ -154,11 +153,8 @@ func (d *Device) MemMap(addr, size, off uint64, h alloc.PhysHandle) (err error) 
 	if !ok || p.released {
 		return fmt.Errorf("sim: mem map at %#x: no such handle %d: %w", addr, h, ErrInvalidValue)
 	}
-	if off%d.cfg.Granularity != 0 {
-		return fmt.Errorf("sim: mem map at %#x: offset %d is not a multiple of the granularity %d: %w", addr, off, d.cfg.Granularity, ErrInvalidValue)
-	}
-	if off > p.size || size > p.size-off {
-		return fmt.Errorf("sim: mem map at %#x: %d bytes from offset %d exceed handle %d's %d bytes: %w", addr, size, off, h, p.size, ErrInvalidValue)
+	if size > p.size {
+		return fmt.Errorf("sim: mem map at %#x: size %d exceeds handle %d's %d bytes: %w", addr, size, h, p.size, ErrInvalidValue)
 	}
 	if _, r := d.regionAtLocked(addr); r == nil || !r.reserve || addr+size > r.base+r.size {
 		return fmt.Errorf("sim: mem map at %#x+%d: not inside a range from AddressReserve: %w", addr, size, ErrInvalidValue)
@@ -170,7 +166,7 @@ func (d *Device) MemMap(addr, size, off uint64, h alloc.PhysHandle) (err error) 
 	}
 	d.mappings = append(d.mappings, nil)
 	copy(d.mappings[i+1:], d.mappings[i:])
-	d.mappings[i] = &mapping{va: addr, size: size, h: p, off: off}
+	d.mappings[i] = &mapping{va: addr, size: size, h: p}
 	p.mapped += size
 	return nil
 }
