@@ -458,3 +458,50 @@ func hasHistoryWarning(ws []string) bool {
 	}
 	return false
 }
+
+// TestLeakAnnouncedOnce: a leak whose verdict comes and goes (a sawtooth on
+// a rising floor) is announced at info level once per process lifetime;
+// its later confirmations and the times it stops being confirmed are
+// logged at debug level only.
+func TestLeakAnnouncedOnce(t *testing.T) {
+	clk := newClock()
+	sim, err := gpu.NewSimProcs(2, 100, 1, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvSim(t, sim, DefaultConfig(), clk)
+	for range 900 {
+		e.step(time.Second)
+	}
+	infos := map[string]int{}
+	var again, cleared int
+	for _, line := range strings.Split(e.log.String(), "\n") {
+		switch {
+		case strings.Contains(line, "level=INFO") && strings.Contains(line, `msg="leak confirmed"`):
+			infos[fieldOf(line, "gpu")+"/"+fieldOf(line, "pid")]++
+		case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="leak confirmed again"`):
+			again++
+		case strings.Contains(line, "level=DEBUG") && strings.Contains(line, `msg="leak no longer confirmed"`):
+			cleared++
+		}
+	}
+	if len(infos) == 0 {
+		t.Fatal("no leak announced in 15 minutes")
+	}
+	for p, n := range infos {
+		if n != 1 {
+			t.Errorf("process %s: leak announced %d times at info level, want once", p, n)
+		}
+	}
+	t.Logf("%d leaks announced, %d confirmed again, %d stopped being confirmed", len(infos), again, cleared)
+}
+
+// fieldOf returns the value of key=value in a text-handler log line.
+func fieldOf(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -174,6 +174,12 @@ func newEnvClock(t *testing.T, n int, cfg Config, clk *clock, opts ...envOption)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvSim(t, sim, cfg, clk, opts...)
+}
+
+// newEnvSim is newEnv over a given simulated host on a given clock.
+func newEnvSim(t *testing.T, sim *gpu.Sim, cfg Config, clk *clock, opts ...envOption) *testEnv {
+	t.Helper()
 	host := &hidingHost{Host: sim}
 	sampler, err := gpu.NewSampler(host, gpu.SamplerOptions{Procs: sim, Now: clk.Now, IdleWindow: 30 * time.Second})
 	if err != nil {

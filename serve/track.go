@@ -73,6 +73,7 @@ type procTrack struct {
 	lastVerdict time.Time
 	judged      bool // verdict holds a verdict
 	confirmed   bool // the leak is confirmed (Confirm)
+	announced   bool // "leak confirmed" was logged at info level for this lifetime
 	recent      ring
 	det         detect.Detector
 
@@ -281,8 +282,16 @@ func (d *Daemon) judge(now time.Time) {
 			delete(d.slopes, key)
 			d.slopesChanged = true
 		}
-		if x.t.confirmed && !was {
+		// A leak is announced once per lifetime; a verdict that comes and
+		// goes (a sawtooth on a rising floor) is followed at debug level.
+		switch {
+		case x.t.confirmed && !was && !x.t.announced:
+			x.t.announced = true
 			d.log.Info("leak confirmed", "gpu", x.t.device, "pid", x.k.pid, "slope_bytes_per_second", v.Slope, "reason", v.Reason)
+		case x.t.confirmed && !was:
+			d.log.Debug("leak confirmed again", "gpu", x.t.device, "pid", x.k.pid, "slope_bytes_per_second", v.Slope, "reason", v.Reason)
+		case was && !x.t.confirmed:
+			d.log.Debug("leak no longer confirmed", "gpu", x.t.device, "pid", x.k.pid, "reason", v.Reason)
 		}
 	}
 	clear(d.due) // the tracks may be dropped before the next sample
