@@ -124,7 +124,7 @@ func Signal(st Stater, sg Signaller, self int, id Identity, sig syscall.Signal) 
 	}
 	h, err := sg.Open(id.PID)
 	if errors.Is(err, ErrGone) {
-		return fmt.Errorf("PID %d has exited: nothing signalled: %w", id.PID, errors.Join(ErrRefused, ErrGone))
+		return fmt.Errorf("PID %d has exited: nothing signalled: %w (%w)", id.PID, ErrRefused, ErrGone)
 	}
 	if err != nil {
 		return fmt.Errorf("open PID %d: %w", id.PID, err)
@@ -132,21 +132,21 @@ func Signal(st Stater, sg Signaller, self int, id Identity, sig syscall.Signal) 
 	defer h.Close()
 	cur, err := st.Stat(id.PID)
 	if errors.Is(err, ErrNoProcess) {
-		return fmt.Errorf("PID %d has exited: nothing signalled: %w", id.PID, errors.Join(ErrRefused, ErrGone))
+		return fmt.Errorf("PID %d has exited: nothing signalled: %w (%w)", id.PID, ErrRefused, ErrGone)
 	}
 	if err != nil {
 		return fmt.Errorf("re-check PID %d before signalling: %v: %w", id.PID, err, ErrRefused)
 	}
 	if !Same(id, cur) {
-		return fmt.Errorf("PID %d is now a different process (%s, started %s; expected start %s): nothing signalled: %w",
-			id.PID, Printable(cur.Comm), cur.StartTime.Format(time.DateTime), id.StartTime.Format(time.DateTime), errors.Join(ErrRefused, ErrGone))
+		return fmt.Errorf("PID %d is now a different process (%s, started %s; expected start %s): nothing signalled: %w (%w)",
+			id.PID, Printable(cur.Comm), cur.StartTime.Format(time.DateTime), id.StartTime.Format(time.DateTime), ErrRefused, ErrGone)
 	}
 	if err := h.Signal(sig); err != nil {
 		switch {
 		case errors.Is(err, syscall.EPERM):
 			return fmt.Errorf("%s to PID %d: not permitted (it belongs to another user; run vram as that user or root): %w", SignalName(sig), id.PID, err)
 		case errors.Is(err, syscall.ESRCH):
-			return fmt.Errorf("%s to PID %d: it exited meanwhile: %w", SignalName(sig), id.PID, errors.Join(err, ErrGone))
+			return fmt.Errorf("%s to PID %d: it exited meanwhile: %w (%w)", SignalName(sig), id.PID, err, ErrGone)
 		}
 		return fmt.Errorf("%s to PID %d: %w", SignalName(sig), id.PID, err)
 	}

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,6 +61,7 @@ func TestSignal(t *testing.T) {
 		{name: "self", id: Identity{PID: 42, StartTime: start}, refused: true},
 		{name: "unknown start", id: Identity{PID: 500}, refused: true},
 		{name: "not permitted", id: Identity{PID: 500, StartTime: start}, sigErr: syscall.EPERM},
+		{name: "exited meanwhile", id: Identity{PID: 500, StartTime: start}, sigErr: syscall.ESRCH, gone: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +81,9 @@ func TestSignal(t *testing.T) {
 			}
 			if tt.sigErr != nil && !errors.Is(err, tt.sigErr) {
 				t.Errorf("err = %v, want it to wrap %v", err, tt.sigErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("the message is not one line: %q", err)
 			}
 		})
 	}

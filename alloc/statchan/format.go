@@ -344,6 +344,11 @@ func decodeWords(w *[numWords]uint64, sc *stringCache) (Record, error) {
 	if err := r.Figures.check(); err != nil {
 		return Record{}, err
 	}
+	for i := wFigures + numFigures; i < wBackend; i++ { // unused: a Writer leaves them zero
+		if w[i] != 0 {
+			return Record{}, invalid("unused word %d is %#x, not zero", i, w[i])
+		}
+	}
 	if sc != nil && sc.ok && [numWords - wBackend]uint64(w[wBackend:]) == sc.raw {
 		r.Backend, r.Version, r.Config = sc.backend, sc.version, sc.config
 		return r, nil

@@ -177,7 +177,8 @@ func signalStatus(msg signalMsg) string {
 	name := sigName(msg.sig)
 	switch {
 	case msg.err != nil:
-		return msg.err.Error()
+		// One line: the status line is one line of the frame.
+		return strings.Join(strings.Fields(msg.err.Error()), " ")
 	case msg.simulated:
 		return fmt.Sprintf("simulated host: %s to PID %d recorded; no real process was signalled", name, msg.t.PID)
 	}
