@@ -42,9 +42,9 @@
 // Decode checks a byte image and returns its Record, refusing anything
 // not made by a Writer of this version: wrong magic, version or size, an
 // odd sequence (a torn copy), a PID or device out of range, strings that
-// are not NUL-padded UTF-8, figures that contradict each other (allocated
-// above reserved, a peak below its current value, a largest free block
-// above the free reserve). It never trusts a field it has not checked and
+// are not NUL-padded UTF-8, an unused word that is not zero, figures that
+// contradict each other (allocated above reserved, a peak below its
+// current value, a largest free block above the free reserve). It never trusts a field it has not checked and
 // never panics (it is fuzzed).
 //
 // Reader lists Dir, maps each channel file read-only once and keeps the
