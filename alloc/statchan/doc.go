@@ -44,8 +44,8 @@
 // odd sequence (a torn copy), a PID or device out of range, strings that
 // are not NUL-padded UTF-8, an unused word that is not zero, figures that
 // contradict each other (allocated above reserved, a peak below its
-// current value, a largest free block above the free reserve). It never trusts a field it has not checked and
-// never panics (it is fuzzed).
+// current value, a largest free block above the free reserve). It never
+// trusts a field it has not checked and never panics (it is fuzzed).
 //
 // Reader lists Dir, maps each channel file read-only once and keeps the
 // mapping: a steady-state read of N files costs one directory listing
