@@ -470,3 +470,71 @@ func TestStat(t *testing.T) {
 		t.Errorf("stat = %+v mean %d", s, s.Mean())
 	}
 }
+
+// TestRecycle: a sample that fills a handed-back process list is the sample
+// a sampler that allocates a fresh one takes, while processes come, go and
+// change on the simulated host; and the list is reused, not reallocated.
+func TestRecycle(t *testing.T) {
+	// Device 1 falls off the bus for a while, and its processes leave the
+	// sample: the list shrinks into a spare one, then outgrows it.
+	var sims []*Sim
+	sampler := func() (*Sampler, func(time.Duration)) {
+		now := fixtureBoot.Add(24 * time.Hour)
+		clock := func() time.Time { return now }
+		sim, err := NewSimProcs(2, 30, 7, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sims = append(sims, sim)
+		s, err := NewSampler(sim, SamplerOptions{Procs: sim, Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, func(d time.Duration) { now = now.Add(d) }
+	}
+	recycled, advR := sampler()
+	fresh, advF := sampler()
+	var prev *Snapshot
+	reused := 0
+	for i := range 200 {
+		advR(7 * time.Second)
+		advF(7 * time.Second)
+		for _, sim := range sims {
+			switch i {
+			case 50:
+				sim.FailDevice(1, nil)
+			case 100:
+				sim.RestoreDevice(1)
+			}
+		}
+		if prev != nil {
+			recycled.Recycle(prev)
+			if prev.Processes != nil {
+				t.Fatal("Recycle left the snapshot its process list")
+			}
+		}
+		spare := recycled.spare
+		got, err := recycled.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("sample %d: recycled list gives\n%+v\nwant\n%+v", i, got.Processes, want.Processes)
+		}
+		if len(got.Processes) > 0 && cap(spare) >= len(got.Processes) {
+			if &got.Processes[0] != &spare[:1][0] {
+				t.Fatalf("sample %d: a spare list of %d places was not reused for %d processes", i, cap(spare), len(got.Processes))
+			}
+			reused++
+		}
+		prev = got
+	}
+	if reused == 0 {
+		t.Error("no sample reused a handed-back list")
+	}
+	recycled.Recycle(nil) // no-op
+}

@@ -505,14 +505,21 @@ func (d *Daemon) tick() {
 	if snap != nil {
 		now = snap.Time
 	}
-	d.coll.Update(snap, took, err)
+	scraped := d.coll.Update(snap, took, err) // nil while a scrape reads it
 	if err != nil {
 		d.sampleErr.Add(1)
 	}
 	d.health(now, snap, err)
 	// From here on the sample is the latest: its records (sampleRecords)
 	// are made from it when first asked for.
+	prev := d.latest.snap
 	d.latest, d.built = latestSample{ok: true, now: now, snap: snap}, nil
+	if prev != nil && prev == scraped {
+		// Nothing reads the sample before any more: the States, records,
+		// history and alerts copy what they keep, the State is built under
+		// stateMu, and the collector let go of it.
+		d.sampler.Recycle(prev)
+	}
 	d.tracks = d.tracks[:0]
 	if snap != nil {
 		d.observe(snap)

@@ -132,6 +132,10 @@ type Collector struct {
 	took    time.Duration
 	err     error
 	sampled bool
+	// How many scrapes read snap (Collect reads it outside mu), and which
+	// snap they read: gen counts the Updates.
+	readers int
+	gen     uint64
 	slopes  map[ProcessKey]float64
 	actions map[actionKey]float64
 }
@@ -174,12 +178,20 @@ func New(opts Options) *Collector {
 }
 
 // Update makes s the sample that scrapes mirror; took is how long taking it
-// lasted and err why it failed (s may then be nil).
-func (c *Collector) Update(s *gpu.Snapshot, took time.Duration, err error) {
+// lasted and err why it failed (s may then be nil). It returns the sample
+// it mirrored before when no scrape still reads it, so that the caller may
+// reuse it (gpu.Sampler.Recycle); nil when a scrape does, or there was
+// none.
+func (c *Collector) Update(s *gpu.Snapshot, took time.Duration, err error) (done *gpu.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.readers == 0 {
+		done = c.snap
+	}
 	c.sampled = true
 	c.snap, c.took, c.err = s, took, err
+	c.readers, c.gen = 0, c.gen+1
+	return done
 }
 
 // SetLeakSlopes replaces the leak slopes (bytes per second) of the processes
@@ -216,7 +228,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	snap, took, err, sampled := c.snap, c.took, c.err, c.sampled
 	slopes := c.slopes // replaced, never modified, by SetLeakSlopes
 	actions := maps.Clone(c.actions)
+	gen := c.gen
+	c.readers++
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.gen == gen { // else Update has let go of snap
+			c.readers--
+		}
+		c.mu.Unlock()
+	}()
 
 	for k, v := range actions {
 		ch <- prometheus.MustNewConstMetric(descActions, prometheus.CounterValue, v, k.gpu, c.opts.Hostname, k.policy, k.action, k.result)

@@ -335,3 +335,46 @@ func FuzzLabel(f *testing.F) {
 		}
 	})
 }
+
+// TestUpdateHandsBackUnreadSample: Update returns the sample it mirrored
+// before only when no scrape reads it, so that its caller may reuse it.
+func TestUpdateHandsBackUnreadSample(t *testing.T) {
+	c := New(Options{Now: fixed(t0)})
+	s := make([]*gpu.Snapshot, 5)
+	for i := range s {
+		s[i] = handSnapshot(i + 1)
+	}
+	if got := c.Update(s[0], 0, nil); got != nil {
+		t.Fatalf("first Update returned %p, want nil", got)
+	}
+	if got := c.Update(s[1], 0, nil); got != s[0] {
+		t.Fatalf("Update returned %p, want the sample before (%p)", got, s[0])
+	}
+	// A scrape that is still sending reads s[1].
+	ch := make(chan prometheus.Metric)
+	done := make(chan struct{})
+	go func() { c.Collect(ch); close(done) }()
+	<-ch
+	if got := c.Update(s[2], 0, nil); got != nil {
+		t.Fatalf("Update during a scrape returned %p, want nil", got)
+	}
+	// The scrape still reads s[1], never handed back; s[2] is unread.
+	if got := c.Update(s[3], 0, nil); got != s[2] {
+		t.Fatalf("Update returned %p, want the unread sample %p", got, s[2])
+	}
+	go func() {
+		for range ch {
+		}
+	}()
+	<-done
+	close(ch)
+	// A scrape that has ended no longer holds the sample it read.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Update(s[4], 0, nil); got != s[3] {
+		t.Fatalf("Update after a scrape returned %p, want %p", got, s[3])
+	}
+}
