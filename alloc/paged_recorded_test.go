@@ -34,8 +34,8 @@ func TestPagedRecordedTraces(t *testing.T) {
 		}
 		files = append(files, m...)
 	}
-	if len(files) < 5 {
-		t.Fatalf("found %d recorded traces, want the 3 recorded histories and the 2 example logs", len(files))
+	if len(files) < 10 {
+		t.Fatalf("found %d recorded traces, want the 8 recorded histories and the 2 example logs", len(files))
 	}
 	var traces []*replay.Trace
 	for _, f := range files {

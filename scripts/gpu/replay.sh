@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fragmentation race on a GPU (docs/benchmarks.md has the method and the
-# results): the seven recorded traces through vram's allocator (default and
+# results): the recorded traces through vram's allocator (default and
 # paged policies, on the real driver) and through PyTorch's caching
 # allocator natively (default, expandable segments), side by side in one
 # run: exact driver calls by kind for both (vram's counting wrapper,
@@ -10,7 +10,7 @@
 #
 #   scripts/gpu/replay.sh build   on the development machine (Go): builds
 #                                 .gpu/vram, copies the four RMM logs into
-#                                 .gpu/traces and converts the three
+#                                 .gpu/traces and converts the
 #                                 recorded snapshots (replay/testdata/
 #                                 recorded/*.pickle.gz) into RMM logs there
 #                                 (internal/cmd/tracecsv), checking that
