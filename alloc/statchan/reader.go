@@ -42,6 +42,10 @@ type Reader struct {
 	files map[string]*mapping
 	gen   uint64
 	stat  []byte // scratch for /proc/PID/stat
+	// The directory's last listing, and what the directory was then
+	// (listing): Read lists it again only when it may have changed.
+	names   []string
+	listing dirState
 
 	// Skipped counts, over the Reader's life, the files it refused
 	// (invalid, hostile, torn beyond copyTries) and Stale those whose
@@ -95,18 +99,13 @@ func (r *Reader) recheck() time.Duration {
 // not be listed.
 func (r *Reader) Read(out []Record) ([]Record, error) {
 	out = out[:0]
-	d, err := os.Open(r.dir())
+	names, err := r.list()
 	if errors.Is(err, fs.ErrNotExist) {
 		r.drop(func(*mapping) bool { return true })
 		return out, nil
 	}
 	if err != nil {
-		return out, fmt.Errorf("statistics channel: %w", err)
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return out, fmt.Errorf("statistics channel: list %s: %w", r.dir(), err)
+		return out, err
 	}
 	if r.files == nil {
 		r.files = map[string]*mapping{}
@@ -131,6 +130,63 @@ func (r *Reader) Read(out []Record) ([]Record, error) {
 		return out[i].Device < out[j].Device
 	})
 	return out, nil
+}
+
+// dirState is what a directory's status says of its entries: a file
+// created, removed or renamed in it changes its modification time (and on
+// tmpfs its size); reuse says whether a listing taken with this status
+// stays valid while the status stays the same.
+type dirState struct {
+	dev, ino    uint64
+	mtime, size int64
+	reuse       bool
+}
+
+// listSettle is how long after the directory last changed a listing must
+// be taken to be reused: file systems stamp directory changes with a
+// coarse clock (tmpfs: one scheduler tick, 1-10 ms), so a change made just
+// after a listing can carry the time of a change made just before it. A
+// listing taken later than this after the last change is followed by a
+// change with a later time.
+const listSettle = 100 * time.Millisecond
+
+// list returns the names in the channel's directory. It lists the
+// directory only when its status changed since the last listing (or when
+// that listing was taken too soon after a change to be trusted): one stat
+// instead of an open, a read of the entries and a close, at every sample
+// of a daemon, on a directory (/dev/shm) that other programs use too.
+func (r *Reader) list() ([]string, error) {
+	dir := r.dir()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		r.names, r.listing = nil, dirState{}
+		if errors.Is(err, unix.ENOENT) {
+			return nil, fs.ErrNotExist
+		}
+		return nil, fmt.Errorf("statistics channel: %w", &fs.PathError{Op: "stat", Path: dir, Err: err})
+	}
+	now := time.Now() // the file system's clock, not r.Now
+	cur := dirState{dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano(), size: st.Size}
+	if last := r.listing; last.reuse && last.dev == cur.dev && last.ino == cur.ino && last.mtime == cur.mtime && last.size == cur.size {
+		return r.names, nil
+	}
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		r.names, r.listing = nil, dirState{}
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("statistics channel: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		r.names, r.listing = nil, dirState{}
+		return nil, fmt.Errorf("statistics channel: list %s: %w", dir, err)
+	}
+	cur.reuse = now.UnixNano()-cur.mtime >= int64(listSettle)
+	r.names, r.listing = names, cur
+	return names, nil
 }
 
 // drop unmaps and forgets the files for which f is true.

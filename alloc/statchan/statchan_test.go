@@ -383,3 +383,68 @@ func TestNoTornReads(t *testing.T) {
 		t.Fatalf("only %d of 5000 reads succeeded", seen)
 	}
 }
+
+// TestReaderListsOnlyWhenTheDirectoryChanged: Read reuses its listing
+// while the directory's status is the same and was old enough when
+// listed, and lists again as soon as a file comes or goes.
+func TestReaderListsOnlyWhenTheDirectoryChanged(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	fakeProc(t, root, 42, 123456)
+	fakeProc(t, root, 43, 123456)
+	if _, err := Create(dir, sampleHeader(42)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1700000000, 0)
+	r := &Reader{Dir: dir, ProcRoot: root, Now: func() time.Time { return now }}
+	defer r.Close()
+
+	// Just changed: listed, and listed again next time.
+	if recs, err := r.Read(nil); err != nil || len(recs) != 1 || r.listing.reuse {
+		t.Fatalf("fresh directory: %v %d records, reuse %v", err, len(recs), r.listing.reuse)
+	}
+	// Unchanged for an hour: the listing stands. (Emptied by hand here,
+	// to see that Read does not list the directory again.)
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := r.Read(nil); err != nil || len(recs) != 1 || !r.listing.reuse {
+		t.Fatalf("settled directory: %v %d records, reuse %v", err, len(recs), r.listing.reuse)
+	}
+	r.names = nil
+	if recs, _ := r.Read(nil); len(recs) != 0 {
+		t.Fatalf("an unchanged directory was listed again: %d records", len(recs))
+	}
+	// A new file changes the directory: seen at once.
+	w, err := Create(dir, sampleHeader(43))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := r.Read(nil); err != nil || len(recs) != 2 {
+		t.Fatalf("after a new file: %v %+v", err, recs)
+	}
+	// And so does its removal, even within the same tick of the file
+	// system's clock.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := r.Read(nil); err != nil || len(recs) != 1 || recs[0].PID != 42 {
+		t.Fatalf("after a removal: %v %+v", err, recs)
+	}
+	// The directory goes: no channel, no error; it comes back: listed.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := r.Read(nil); err != nil || len(recs) != 0 {
+		t.Fatalf("without the directory: %v %+v", err, recs)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(dir, sampleHeader(42)); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := r.Read(nil); err != nil || len(recs) != 1 {
+		t.Fatalf("directory made again: %v %+v", err, recs)
+	}
+}
