@@ -56,7 +56,8 @@
 // last listing was taken less than listSettle (100 ms) after the last
 // change: a file system stamps a directory's changes with a coarse clock,
 // so only a listing taken well after the last change is sure to be
-// followed by a change with a later time. A copy is retried while
+// followed by a change with a later time (3 s when the time has no
+// fraction of a second, as on file systems that keep whole seconds). A copy is retried while
 // the sequence is odd or changes under it. A file is used only when:
 //   - it is a regular file (not a link), of the declared size, owned by the
 //     process's owner (or root) and writable by no one else;

@@ -150,6 +150,12 @@ type dirState struct {
 // change with a later time.
 const listSettle = 100 * time.Millisecond
 
+// listSettleCoarse replaces listSettle for a directory whose modification
+// time has no fraction of a second: its file system may keep whole
+// seconds (or two, as FAT does), so changes a second apart can carry the
+// same time.
+const listSettleCoarse = 3 * time.Second
+
 // list returns the names in the channel's directory. It lists the
 // directory only when its status changed since the last listing (or when
 // that listing was taken too soon after a change to be trusted): one stat
@@ -184,7 +190,11 @@ func (r *Reader) list() ([]string, error) {
 		r.names, r.listing = nil, dirState{}
 		return nil, fmt.Errorf("statistics channel: list %s: %w", dir, err)
 	}
-	cur.reuse = now.UnixNano()-cur.mtime >= int64(listSettle)
+	settle := listSettle
+	if cur.mtime%int64(time.Second) == 0 {
+		settle = listSettleCoarse
+	}
+	cur.reuse = now.UnixNano()-cur.mtime >= int64(settle)
 	r.names, r.listing = names, cur
 	return names, nil
 }

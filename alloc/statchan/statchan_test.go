@@ -404,7 +404,7 @@ func TestReaderListsOnlyWhenTheDirectoryChanged(t *testing.T) {
 	}
 	// Unchanged for an hour: the listing stands. (Emptied by hand here,
 	// to see that Read does not list the directory again.)
-	old := time.Now().Add(-time.Hour)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second).Add(time.Millisecond)
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
 	}
@@ -446,5 +446,29 @@ func TestReaderListsOnlyWhenTheDirectoryChanged(t *testing.T) {
 	}
 	if recs, err := r.Read(nil); err != nil || len(recs) != 1 {
 		t.Fatalf("directory made again: %v %+v", err, recs)
+	}
+}
+
+// TestReaderCoarseDirectoryTimes: a directory time of whole seconds (a
+// file system that keeps no fraction) is trusted only seconds later.
+func TestReaderCoarseDirectoryTimes(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	fakeProc(t, root, 42, 123456)
+	if _, err := Create(dir, sampleHeader(42)); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reader{Dir: dir, ProcRoot: root}
+	defer r.Close()
+	for _, tc := range []struct {
+		ago   time.Duration
+		reuse bool
+	}{{time.Second, false}, {time.Hour, true}} {
+		at := time.Now().Add(-tc.ago).Truncate(time.Second)
+		if err := os.Chtimes(dir, at, at); err != nil {
+			t.Fatal(err)
+		}
+		if recs, err := r.Read(nil); err != nil || len(recs) != 1 || r.listing.reuse != tc.reuse {
+			t.Errorf("whole-second time %v ago: %v %d records, reuse %v, want %v", tc.ago, err, len(recs), r.listing.reuse, tc.reuse)
+		}
 	}
 }
