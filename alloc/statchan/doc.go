@@ -50,15 +50,19 @@
 // Reader lists Dir, maps each channel file read-only once and keeps the
 // mapping: a steady-state read of N files costs one stat of the directory
 // plus N seqlock copies (reads of shared memory), and an identity check
-// per file at most every Recheck (default 1 s). The directory is listed
-// again only when its status (modification time, size, inode) changed,
-// which every file created, removed or renamed in it does, or when the
-// last listing was taken less than listSettle (100 ms) after the last
-// change: a file system stamps a directory's changes with a coarse clock,
-// so only a listing taken well after the last change is sure to be
-// followed by a change with a later time (3 s when the time has no
-// fraction of a second, as on file systems that keep whole seconds). A copy is retried while
-// the sequence is odd or changes under it. A file is used only when:
+// per file at most every Recheck (default 1 s). A copy is retried while
+// the sequence is odd or changes under it.
+//
+// The directory is listed again only when its status (modification time,
+// size, inode) changed, which every file created, removed or renamed in
+// it does, or when the last listing was taken less than listSettle (100
+// ms) after the last change: a file system stamps a directory's changes
+// with a coarse clock, so only a listing taken well after the last change
+// is sure to be followed by a change with a later time (3 s when the time
+// has no fraction of a second, as on file systems that keep whole
+// seconds).
+//
+// A file is used only when:
 //   - it is a regular file (not a link), of the declared size, owned by the
 //     process's owner (or root) and writable by no one else;
 //   - its name, PID and device agree with its contents;
