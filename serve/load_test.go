@@ -155,8 +155,36 @@ func BenchmarkTick(b *testing.B) {
 // BenchmarkTickSim is BenchmarkTick on the simulated host of the load
 // runs (docs/serve.md, "Load and faults"): gpu.NewSimProcs with 8 GPUs × 200
 // processes, as vram serve --simulate 8 with VRAM_SIMULATE_PROCS=200 runs
-// it, the sampler included.
-func BenchmarkTickSim(b *testing.B) {
+// it, the sampler included. The samples follow each other at once, so the
+// daemon's data stays in the CPU's caches from one to the next.
+func BenchmarkTickSim(b *testing.B) { benchTickSim(b, nil) }
+
+// BenchmarkTickSimCold is BenchmarkTickSim with 64 MiB of other memory
+// read between samples (not timed), as the live daemon meets it: 100 ms
+// of other work between two samples leaves little of its data in the
+// caches, and then what a sample costs is mostly how many cache lines it
+// touches per process.
+func BenchmarkTickSimCold(b *testing.B) {
+	other := make([]uint64, 64<<20/8)
+	for i := range other {
+		other[i] = uint64(i)
+	}
+	var sum uint64
+	benchTickSim(b, func() {
+		b.StopTimer()
+		for i := 0; i < len(other); i += 8 { // one word a cache line
+			sum += other[i]
+		}
+		b.StartTimer()
+	})
+	if sum == 1 {
+		b.Log(sum) // keeps the reads
+	}
+}
+
+// benchTickSim times the samples of BenchmarkTickSim, calling between
+// (when not nil) before each.
+func benchTickSim(b *testing.B, between func()) {
 	cfg := DefaultConfig()
 	cfg.Interval = 100 * time.Millisecond
 	clk := newClock()
@@ -187,6 +215,9 @@ func BenchmarkTickSim(b *testing.B) {
 	// go tool pprof -tagfocus phase=timed.
 	pprof.Do(context.Background(), pprof.Labels("phase", "timed"), func(context.Context) {
 		for range b.N {
+			if between != nil {
+				between()
+			}
 			clk.Advance(100 * time.Millisecond)
 			d.tick()
 		}
