@@ -19,7 +19,10 @@ type procEntry struct {
 	dropped   bool
 	hasDet    bool // det holds the details (read once)
 	jupyter   bool // det's command line is a Jupyter kernel's
-	err       error
+	// noProc: err is ErrNoProcess, and detNoProc: detErr is (errors.Is,
+	// asked once per entry rather than at every sample).
+	noProc, detNoProc bool
+	err               error
 	firstPPID int // the parent when first seen: reparenting shows as a change
 	// The entries of the process's parent and session leader as the last
 	// sample found them, and the PIDs they were found for: hints for get,
@@ -60,7 +63,7 @@ func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
 	}
 	st, err := c.src.Stat(pid)
 	if err != nil {
-		ne := &procEntry{err: err, checked: now}
+		ne := &procEntry{err: err, noProc: errors.Is(err, ErrNoProcess), checked: now}
 		c.replace(pid, e, ne)
 		return ne
 	}
@@ -75,15 +78,15 @@ func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
 
 // related is get of a PID that an entry names (its parent or session
 // leader), given the entry found the last time it named one (*hint, for
-// *hintPID), which it updates; the entry comes with its error.
-func (c *procCache) related(pid int, now time.Time, hint **procEntry, hintPID *int) (*procEntry, error) {
+// *hintPID), which it updates.
+func (c *procCache) related(pid int, now time.Time, hint **procEntry, hintPID *int) *procEntry {
 	h := *hint
 	if *hintPID != pid {
 		h = nil
 	}
 	e := c.get(pid, now, h)
 	*hint, *hintPID = e, pid
-	return e, e.err
+	return e
 }
 
 // replace puts ne in old's place (old nil when pid had no entry).
@@ -100,7 +103,7 @@ func (c *procCache) details(e *procEntry) error {
 	if !e.hasDet && e.detErr == nil {
 		d, err := c.src.Details(e.stat.PID)
 		if err != nil {
-			e.detErr = err
+			e.detErr, e.detNoProc = err, errors.Is(err, ErrNoProcess)
 		} else {
 			e.det, e.hasDet, e.jupyter = d, true, isJupyter(d.Cmdline)
 		}

@@ -710,18 +710,19 @@ func (s *Sampler) enrich(p *Process, now time.Time, hint *procEntry) *procEntry 
 		return nil
 	}
 	e := s.cache.get(int(p.PID), now, hint)
-	switch err := e.err; {
-	case errors.Is(err, ErrNoProcess):
+	switch {
+	case e.err == nil:
+	case e.noProc:
 		p.Flags |= FlagNoSuchProcess
 		return e
-	case err != nil:
+	default:
 		p.Flags |= FlagNoPermission
 		return e
 	}
 	st := &e.stat
 	p.Comm, p.StartTime, p.PPID, p.State = st.Comm, st.StartTime, st.PPID, st.State
 	if err := s.cache.details(e); err != nil {
-		if errors.Is(err, ErrNoProcess) {
+		if e.detNoProc {
 			p.Flags |= FlagNoSuchProcess
 		} else {
 			p.Flags |= FlagNoPermission
@@ -760,9 +761,9 @@ func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
 	if st.PPID == 0 { // the namespace's init, or a kernel thread
 		return false
 	}
-	parent, err := s.cache.related(st.PPID, now, &e.parent, &e.parentPID)
-	if err != nil {
-		return errors.Is(err, ErrNoProcess) // parent gone
+	parent := s.cache.related(st.PPID, now, &e.parent, &e.parentPID)
+	if parent.err != nil {
+		return parent.noProc // parent gone
 	}
 	if e.firstPPID != st.PPID {
 		return true // reparented while we watched
@@ -773,7 +774,7 @@ func (s *Sampler) orphaned(e *procEntry, now time.Time) bool {
 	if st.Session == st.PID || st.Session == 0 {
 		return false // a session leader: started as a service
 	}
-	if _, err := s.cache.related(st.Session, now, &e.leader, &e.leaderPID); errors.Is(err, ErrNoProcess) {
+	if s.cache.related(st.Session, now, &e.leader, &e.leaderPID).noProc {
 		return true // the shell or launcher that started it is gone
 	}
 	return false

@@ -174,7 +174,10 @@ type Daemon struct {
 	records   []sample.Process
 	recordsAt uint64
 	tracks    []*procTrack
-	due       []dueVerdict // the sample's lifetimes whose verdict is due (observe)
+	// prevTracks is the sample before's tracks (its place is reused).
+	prevTracks []*procTrack
+	touched    uint64       // what observe's first loop read (kept, so that it reads)
+	due        []dueVerdict // the sample's lifetimes whose verdict is due (observe)
 	// The confirmed leaks' slopes, as the metrics have them once
 	// slopesChanged is false again (judge).
 	slopes        map[metrics.ProcessKey]float64
@@ -520,7 +523,8 @@ func (d *Daemon) tick() {
 		// stateMu, and the collector let go of it.
 		d.sampler.Recycle(prev)
 	}
-	d.tracks = d.tracks[:0]
+	// The sample before's tracks, in its order, are observe's first guess.
+	d.prevTracks, d.tracks = d.tracks, d.prevTracks[:0]
 	if snap != nil {
 		d.observe(snap)
 		d.judge(now)

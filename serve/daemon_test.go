@@ -505,3 +505,59 @@ func fieldOf(line, key string) string {
 	}
 	return ""
 }
+
+// TestObserveFindsEachLifetimesTrack feeds observe samples whose lists
+// change order, reuse a PID with a new start time, list a process twice
+// and drop processes, and checks after each that every process got the
+// track of its own lifetime (the map's, with its start time) and that a
+// lifetime keeps its track while it is listed, wherever it is listed.
+func TestObserveFindsEachLifetimesTrack(t *testing.T) {
+	e := newEnv(t, 2, DefaultConfig())
+	e.step(time.Second)
+	uuid := func(dev int) string { return e.d.devs[dev].id.UUID }
+	proc := func(dev int, pid uint32, start int64) gpu.Process {
+		return gpu.Process{PID: pid, Device: dev, DeviceUUID: uuid(dev), Memory: 1 << 30, MemoryKnown: true, StartTime: time.Unix(start, 0)}
+	}
+	a, b, c := proc(0, 10, 100), proc(0, 11, 100), proc(1, 10, 100)
+	a2 := proc(0, 10, 200) // PID 10 reused on GPU 0
+	samples := [][]gpu.Process{
+		{a, b, c},
+		{c, a, b},    // another order
+		{b, a2, c},   // PID 10 on GPU 0 is another lifetime, at another place
+		{a2, a2, b},  // listed twice; c is gone
+		{c, b, a2},   // c again: a new lifetime of it
+		{b, c},       // a2 gone
+		{a2, b, c},   // a2 again
+		{},           // none
+		{a, b, c, c}, // all new
+	}
+	now := time.Unix(1000, 0)
+	had := map[procKey]*procTrack{}
+	for n, procs := range samples {
+		now = now.Add(100 * time.Millisecond)
+		e.d.tickNo++
+		e.d.prevTracks, e.d.tracks = e.d.tracks, e.d.prevTracks[:0]
+		e.d.observe(&gpu.Snapshot{Time: now, Devices: []gpu.DeviceState{e.d.devs[0].last, e.d.devs[1].last}, Processes: procs})
+		if len(e.d.tracks) != len(procs) {
+			t.Fatalf("sample %d: %d tracks for %d processes", n, len(e.d.tracks), len(procs))
+		}
+		listed := map[procKey]*procTrack{}
+		for i := range procs {
+			k, tr := keyOf(&procs[i]), e.d.tracks[i]
+			if tr == nil || tr != e.d.procs[k.slot()] || tr.start != k.start || tr.pid != k.pid || tr.device != int(k.dev) || tr.gone {
+				t.Fatalf("sample %d, process %d (%+v): track %+v is not its lifetime's", n, i, k, tr)
+			}
+			if old, ok := listed[k]; ok && old != tr {
+				t.Fatalf("sample %d: one lifetime listed twice got two tracks", n)
+			}
+			if old, ok := had[k]; ok && old != tr {
+				t.Fatalf("sample %d, process %d (%+v): a lifetime listed in the sample before got a new track", n, i, k)
+			}
+			listed[k] = tr
+		}
+		if len(e.d.procs) != len(listed) {
+			t.Fatalf("sample %d: %d tracks kept for %d lifetimes listed", n, len(e.d.procs), len(listed))
+		}
+		had = listed
+	}
+}

@@ -69,22 +69,13 @@ type procTrack struct {
 	seen        uint64 // the tick that last listed it
 	queued      uint64 // the tick that last queued it for a verdict
 	device      int    // NVML index
+	pid         uint32 // procKey.pid
+	judged      bool   // verdict holds a verdict
+	confirmed   bool   // the leak is confirmed (Confirm)
+	announced   bool   // "leak confirmed" was logged at info level for this lifetime
+	gone        bool   // no longer in Daemon.procs
 	idleSince   time.Time
 	lastVerdict time.Time
-	judged      bool // verdict holds a verdict
-	confirmed   bool // the leak is confirmed (Confirm)
-	announced   bool // "leak confirmed" was logged at info level for this lifetime
-	recent      ring
-	det         detect.Detector
-
-	confirm detect.Confirm
-	verdict detect.Verdict
-	// The command line as /proc has it and as shown (gpu.Printable), read
-	// once per lifetime.
-	command, display string
-	// leak is the api form of the verdict, made when it is computed; nil
-	// before the first.
-	leak *api.Leak
 	// Where the lifetime is in the history interval in progress: histAt
 	// is its index when histGen is the interval's (histAcc.gen) plus one.
 	histGen uint64
@@ -94,6 +85,17 @@ type procTrack struct {
 	// on once a second, which is all a sparkline needs.
 	recentOut []uint64
 	recentAt  time.Time
+	recent    ring
+	det       detect.Detector
+
+	confirm detect.Confirm
+	verdict detect.Verdict
+	// The command line as /proc has it and as shown (gpu.Printable), read
+	// once per lifetime.
+	command, display string
+	// leak is the api form of the verdict, made when it is computed; nil
+	// before the first.
+	leak *api.Leak
 }
 
 // refreshRecent brings recentOut up to date for the sample at now. It is
@@ -185,15 +187,45 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 		}
 	}
 	now := snap.Time
+	prev := d.prevTracks
 	d.tracks, d.due = d.tracks[:0], d.due[:0]
+	// First each process's track is guessed, in a loop that does nothing
+	// else: the tracks lie apart in memory and are no longer in the CPU's
+	// caches after 100 ms, and a short loop lets the processor fetch
+	// several at once where the long loop below would wait for each in
+	// turn. The lists of two samples are mostly the same processes in the
+	// same order, so the guess is the track at the same place in the
+	// sample before, or the map's when that is another lifetime (gone: it
+	// left the map, so the map has another one or none).
+	var touched uint64
+	for i := range snap.Processes {
+		p := &snap.Processes[i]
+		var t *procTrack
+		if i < len(prev) {
+			t = prev[i]
+		}
+		if t == nil || t.gone || t.pid != p.PID || t.device != p.Device {
+			t = d.procs[procKey{dev: int32(p.Device), pid: p.PID}.slot()]
+		}
+		if t != nil {
+			n, _ := t.det.Samples()
+			touched += uint64(t.histAt) + uint64(len(t.recent.buf)) + uint64(n)
+		}
+		d.tracks = append(d.tracks, t)
+	}
+	d.touched = touched
 	seen := 0 // distinct tracks listed
 	for i := range snap.Processes {
 		p := &snap.Processes[i]
 		k := keyOf(p)
-		t := d.procs[k.slot()]
+		t := d.tracks[i]
+		if t == nil || t.gone || t.start != k.start {
+			t = d.procs[k.slot()]
+		}
 		if t == nil || t.start != k.start {
 			if t != nil { // the PID's lifetime before on this GPU
 				d.dropSlope(t, k.pid)
+				t.gone = true
 			}
 			cfg := d.opts.Detector
 			for _, dt := range d.devs {
@@ -204,13 +236,13 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			det, err := detect.Make(cfg)
 			if err != nil { // checked in New; a capacity cannot make it fail
 				d.log.Error("leak detector", "err", err)
-				d.tracks = append(d.tracks, nil)
+				d.tracks[i] = nil
 				continue
 			}
-			t = &procTrack{det: det, recent: makeRing(d.opts.Recent), device: p.Device, start: k.start, command: p.Command(), display: p.DisplayCommand()}
+			t = &procTrack{det: det, recent: makeRing(d.opts.Recent), device: p.Device, pid: k.pid, start: k.start, command: p.Command(), display: p.DisplayCommand()}
 			d.procs[k.slot()] = t
 		}
-		d.tracks = append(d.tracks, t)
+		d.tracks[i] = t
 		if t.seen != d.tickNo {
 			t.seen = d.tickNo
 			seen++
@@ -245,6 +277,7 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	for slot, t := range d.procs {
 		if t.seen != d.tickNo && !failedGPU[int32(t.device)] {
 			d.dropSlope(t, uint32(slot))
+			t.gone = true
 			delete(d.procs, slot)
 		}
 	}
