@@ -16,14 +16,14 @@ type procEntry struct {
 	checked time.Time // when stat (or err) was read
 	// dropped: the cache no longer holds this entry (replaced or pruned),
 	// so a caller's pointer to it must be looked up again.
-	dropped   bool
-	hasDet    bool // det holds the details (read once)
-	jupyter   bool // det's command line is a Jupyter kernel's
+	dropped bool
+	hasDet  bool // det holds the details (read once)
+	jupyter bool // det's command line is a Jupyter kernel's
 	// noProc: err is ErrNoProcess, and detNoProc: detErr is (errors.Is,
 	// asked once per entry rather than at every sample).
 	noProc, detNoProc bool
 	err               error
-	firstPPID int // the parent when first seen: reparenting shows as a change
+	firstPPID         int // the parent when first seen: reparenting shows as a change
 	// The entries of the process's parent and session leader as the last
 	// sample found them, and the PIDs they were found for: hints for get,
 	// since every sample looks them up for the orphan rule.
