@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -151,11 +150,8 @@ func runWatch(ctx context.Context, fac *cmdutil.Factory, stdout, stderr io.Write
 	// One goroutine samples and prints, sleeping in the kernel between
 	// samples (gpu.ClockSleep) on one P: with more Ps, the yield it makes
 	// after each sleep wakes an idle thread to look for work. The figures
-	// behind both choices are in docs/monitor.md. GOMAXPROCS in the
-	// environment wins.
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	}
+	// behind both choices are in docs/monitor.md.
+	defer cmdutil.OneP()()
 	warn(stderr, s.warnings)
 	if len(s.Shown) == 0 {
 		return fmt.Errorf("%w: %s", errNoDevices, s.SelectionNote())

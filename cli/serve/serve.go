@@ -203,6 +203,9 @@ func Run(ctx context.Context, f *cmdutil.Factory, o *Options, intervalSet bool, 
 	if err != nil {
 		return err
 	}
+	// One P, as vram watch: the daemon's work is one goroutine a sample
+	// (docs/serve.md, "One P").
+	defer cmdutil.OneP()()
 	o.IdleWindow = serve.DefaultIdleWindow
 	// The daemon runs for long, as the user or root: it removes the
 	// channel files that killed processes left (docs/channel.md).
