@@ -212,6 +212,7 @@ type Detector struct {
 	// scratch buffers of the Verdict in progress (borrowed from scratchPool)
 	pairs []float64
 	tmp   []float64
+	arena *arena
 }
 
 // New returns a Detector with cfg's zero fields set to their defaults, or an

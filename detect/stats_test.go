@@ -140,7 +140,7 @@ func TestDespike(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := despike(tc.in, 10, spikeRun); !slices.Equal(got, tc.want) {
+			if got := despike(make([]float64, len(tc.in)), tc.in, 10, spikeRun); !slices.Equal(got, tc.want) {
 				t.Errorf("despike(%v) = %v, want %v", tc.in, got, tc.want)
 			}
 		})

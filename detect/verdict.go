@@ -196,23 +196,82 @@ func (d *Detector) slopeOf(tr *trend, t, x []float64, seg []int) {
 // every few seconds, so per-Detector buffers would be mostly idle memory.
 func (d *Detector) Verdict() Verdict {
 	sc := scratchPool.Get().(*scratch)
-	d.pairs, d.tmp = sc.pairs, sc.tmp
+	d.pairs, d.tmp, d.arena = sc.pairs, sc.tmp, &sc.arena
 	pts := d.points(sc.pts)
 	if len(pts) > len(d.wins) {
 		sc.pts = pts
 	}
 	v := d.analyze(pts)
 	sc.pairs, sc.tmp = d.pairs, d.tmp
-	d.pairs, d.tmp = nil, nil
+	sc.arena.reset()
+	d.pairs, d.tmp, d.arena = nil, nil, nil
 	scratchPool.Put(sc)
 	return v
 }
 
-// scratch is Verdict's scratch space (Detector.pairs and tmp, and the
-// windows with the open one).
+// scratch is Verdict's scratch space (Detector.pairs and tmp, the
+// windows with the open one, and the arena).
 type scratch struct {
 	pairs, tmp []float64
 	pts        []window
+	arena      arena
+}
+
+// arena hands out the series a verdict makes (the floors and their times,
+// the despiked copy, the detrended one...) from two buffers kept in the
+// scratch, since a daemon asks for tens of verdicts a second and these
+// were most of what it allocated. What it hands out lives until the
+// verdict ends (reset), and each slice's capacity is its length, so an
+// append past it copies out instead of writing over the next one. When a
+// buffer runs out the arena falls back to make and makes the buffer large
+// enough for the next verdict.
+type arena struct {
+	f          []float64
+	ints       []int
+	fAt, intAt int // handed out so far
+	fNeed      int // what the verdict asked for, in all
+	intNeed    int
+}
+
+// floats returns n zeroed float64s.
+func (a *arena) floats(n int) []float64 {
+	if a == nil { // outside a Verdict
+		return make([]float64, n)
+	}
+	a.fNeed += n
+	if a.fAt+n > len(a.f) {
+		return make([]float64, n)
+	}
+	s := a.f[a.fAt : a.fAt+n : a.fAt+n]
+	a.fAt += n
+	clear(s)
+	return s
+}
+
+// intSlice returns n zeroed ints.
+func (a *arena) intSlice(n int) []int {
+	if a == nil {
+		return make([]int, n)
+	}
+	a.intNeed += n
+	if a.intAt+n > len(a.ints) {
+		return make([]int, n)
+	}
+	s := a.ints[a.intAt : a.intAt+n : a.intAt+n]
+	a.intAt += n
+	clear(s)
+	return s
+}
+
+// reset takes back everything handed out, growing a buffer that ran out.
+func (a *arena) reset() {
+	if a.fNeed > len(a.f) {
+		a.f = make([]float64, a.fNeed)
+	}
+	if a.intNeed > len(a.ints) {
+		a.ints = make([]int, a.intNeed)
+	}
+	a.fAt, a.intAt, a.fNeed, a.intNeed = 0, 0, 0, 0
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -233,8 +292,8 @@ func (d *Detector) analyze(pts []window) Verdict {
 	if v, ok := d.flat(pts); ok {
 		return v
 	}
-	t := make([]float64, n)
-	f := make([]float64, n)
+	t := d.arena.floats(n)
+	f := d.arena.floats(n)
 	for i, w := range pts {
 		t[i], f[i] = w.t, w.floor
 	}
@@ -266,7 +325,7 @@ func (d *Detector) analyze(pts []window) Verdict {
 	// 2. Spikes and steps, judged against the window-to-window noise.
 	noise = d.noise(t, f)
 	tau := max(cfg.StepMin, 8*noise)
-	f = despike(f, tau, spikeRun)
+	f = despike(d.arena.floats(len(f)), f, tau, spikeRun)
 	// The newest windows cannot be told from a spike until later windows
 	// come: hold back up to spikeRun of them that jump by more than tau.
 	// A jump is measured against the typical rise over the same time, so
@@ -277,11 +336,11 @@ func (d *Detector) analyze(pts []window) Verdict {
 		t, f = t[:len(t)-1], f[:len(f)-1]
 	}
 	rate = typicalRate(t, f, d.tmp)
-	delta := make([]float64, len(f)-1)
+	delta := d.arena.floats(len(f) - 1)
 	for i := range delta {
 		delta[i] = excess(t, f, i, rate)
 	}
-	seg := make([]int, len(f)) // steps split the floor into segments
+	seg := d.arena.intSlice(len(f)) // steps split the floor into segments
 	var bigUp, bigUpAt float64
 	var upAt []float64
 	for i, dx := range delta {
@@ -530,7 +589,7 @@ func (d *Detector) decelerating(t, x []float64, seg []int) bool {
 // increment, the trend is no longer significant at alpha.
 func (d *Detector) oneJump(x []float64, seg []int, alpha float64) bool {
 	big := -1
-	var inc []float64
+	inc := d.arena.floats(len(x))[:0]
 	for i := 0; i+1 < len(x); i++ {
 		if seg[i] != seg[i+1] {
 			continue
@@ -544,7 +603,8 @@ func (d *Detector) oneJump(x []float64, seg []int, alpha float64) bool {
 		return false
 	}
 	excess := x[big+1] - x[big] - median(inc)
-	y := append([]float64(nil), x...)
+	y := d.arena.floats(len(x))
+	copy(y, x)
 	for i := big + 1; i < len(y); i++ {
 		y[i] -= excess
 	}
@@ -581,8 +641,9 @@ func ongoing(at []float64, now float64) bool {
 // low floor is a real reading) and the newest window (its right side is not
 // known yet) are left as they are. Windows within tau of their neighbours
 // are untouched, so noise keeps its independence from window to window.
-func despike(f []float64, tau float64, r int) []float64 {
-	out := append([]float64(nil), f...)
+// The result is written to out (len(f)) and returned.
+func despike(out, f []float64, tau float64, r int) []float64 {
+	copy(out, f)
 	for l := 1; l <= r; l++ {
 		for a := 1; a+l < len(f); a++ {
 			lo := max(f[a-1], f[a+l])
@@ -601,7 +662,7 @@ func despike(f []float64, tau float64, r int) []float64 {
 // exactly and read a rising floor as noiseless.
 func (d *Detector) noise(t, x []float64) float64 {
 	rate := typicalRate(t, x, d.tmp)
-	y := make([]float64, len(x))
+	y := d.arena.floats(len(x))
 	for i := range x {
 		y[i] = x[i] - rate*(t[i]-t[0])
 	}
