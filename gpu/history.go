@@ -222,7 +222,14 @@ func (s *idleState) processUtilization(d Device, now time.Time) (map[uint32]Proc
 		return nil, IdleUnknown
 	}
 	s.utilRead = now
-	latest := make(map[uint32]ProcessUtilization, len(samples))
+	// The map is the sampler's alone and read only until the next read
+	// (a hint takes a value out of it, tagged with utilGen), so it is
+	// cleared and refilled rather than made anew.
+	latest := s.latest
+	if latest == nil {
+		latest = make(map[uint32]ProcessUtilization, len(samples))
+	}
+	clear(latest)
 	for _, u := range samples {
 		if u.SM > 0 || u.Memory > 0 {
 			if e := s.pid(u.PID); u.Time.After(e.lastActive) {
