@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,9 +83,10 @@ type Store struct {
 	opts Options
 	lock *os.File // the held lock file, with Options.Lock
 
-	mu    sync.Mutex // serialises writes; guards the caches
-	gpus  map[string]int64
-	procs map[procKey]procEntry
+	mu      sync.Mutex // serialises writes; guards the caches
+	gpus    map[string]int64
+	procs   map[procKey]procEntry
+	rowArgs []any // WriteTick's batch of row arguments, kept for the next tick
 }
 
 type procKey struct {
@@ -256,13 +258,11 @@ func (s *Store) WriteTick(ctx context.Context, t Tick) (err error) {
 	if len(t.Processes) == 0 {
 		return s.commit(tx)
 	}
-	procStmt, err := tx.PrepareContext(ctx, `INSERT INTO process_samples (t, proc, bytes, flags, allocated, reserved) VALUES (?,?,?,?,?,?)
-		ON CONFLICT (t, proc) DO UPDATE SET bytes=excluded.bytes, flags=excluded.flags,
-			allocated=excluded.allocated, reserved=excluded.reserved`)
-	if err != nil {
-		return fmt.Errorf("history: write tick: %w", err)
-	}
-	defer procStmt.Close()
+	// The process rows go in batchRows at a time, one statement each:
+	// per row, a statement's execution costs more than the row itself.
+	rows := &procRows{tx: tx, args: s.rowArgs[:0]}
+	defer func() { s.rowArgs = rows.args[:0] }()
+	defer rows.close()
 	var upsert *sql.Stmt
 	for _, p := range t.Processes {
 		g, err := s.gpuID(ctx, tx, p.GPU, "")
@@ -292,11 +292,82 @@ func (s *Store) WriteTick(ctx context.Context, t Tick) (err error) {
 		if a := p.Alloc; a != nil {
 			allocated, reserved = sql.NullInt64{Int64: a.Allocated, Valid: true}, sql.NullInt64{Int64: a.Reserved, Valid: true}
 		}
-		if _, err := procStmt.ExecContext(ctx, now, e.id, int64(p.Bytes), int64(p.Flags), allocated, reserved); err != nil {
-			return fmt.Errorf("history: write process %d on %s: %w", p.PID, p.GPU, err)
+		if err := rows.add(ctx, now, e.id, int64(p.Bytes), int64(p.Flags), allocated, reserved); err != nil {
+			return err
 		}
 	}
+	if err := rows.flush(ctx); err != nil {
+		return err
+	}
 	return s.commit(tx)
+}
+
+// batchRows is how many process rows one INSERT writes.
+const batchRows = 100
+
+// procRows writes a tick's process_samples rows, batchRows per statement
+// (the last statement takes the rest). A row that repeats one of the same
+// statement updates it, as separate statements would: SQLite inserts the
+// rows of a VALUES list in turn.
+type procRows struct {
+	tx    *sql.Tx
+	args  []any
+	n     int // rows in args
+	full  *sql.Stmt
+	wrote int // rows written before args
+}
+
+func (r *procRows) add(ctx context.Context, t, proc, bytes, flags int64, allocated, reserved sql.NullInt64) error {
+	r.args = append(r.args, t, proc, bytes, flags, allocated, reserved)
+	if r.n++; r.n == batchRows {
+		return r.flush(ctx)
+	}
+	return nil
+}
+
+// flush writes the rows in args.
+func (r *procRows) flush(ctx context.Context) error {
+	if r.n == 0 {
+		return nil
+	}
+	var err error
+	if r.n == batchRows {
+		if r.full == nil {
+			if r.full, err = r.tx.PrepareContext(ctx, procInsert(batchRows)); err != nil {
+				return fmt.Errorf("history: write tick: %w", err)
+			}
+		}
+		_, err = r.full.ExecContext(ctx, r.args...)
+	} else {
+		_, err = r.tx.ExecContext(ctx, procInsert(r.n), r.args...)
+	}
+	if err != nil {
+		return fmt.Errorf("history: write process rows %d to %d: %w", r.wrote+1, r.wrote+r.n, err)
+	}
+	r.wrote += r.n
+	r.args, r.n = r.args[:0], 0
+	return nil
+}
+
+func (r *procRows) close() {
+	if r.full != nil {
+		r.full.Close()
+	}
+}
+
+// procInsert is the INSERT of n process_samples rows.
+func procInsert(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO process_samples (t, proc, bytes, flags, allocated, reserved) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?)")
+	}
+	b.WriteString(` ON CONFLICT (t, proc) DO UPDATE SET bytes=excluded.bytes, flags=excluded.flags,
+			allocated=excluded.allocated, reserved=excluded.reserved`)
+	return b.String()
 }
 
 func (s *Store) commit(tx *sql.Tx) error {

@@ -487,3 +487,45 @@ func TestOpenAlerts(t *testing.T) {
 		t.Errorf("open alerts = %q, want %q", strings.Join(got, " "), want)
 	}
 }
+
+// TestWriteTickInBatches writes ticks of 0 to 2×batchRows+1 processes (the
+// rows go in batches of batchRows, the last batch takes the rest), one
+// process listed twice in a batch and once across two batches, and reads
+// every row back: each process has its own bytes, and a process listed
+// twice has the later row's, as separate statements would leave it.
+func TestWriteTickInBatches(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, &clock{t0})
+	for i, n := range []int{0, 1, batchRows - 1, batchRows, batchRows + 1, 2*batchRows + 1} {
+		at := t0.Add(time.Duration(i) * time.Second)
+		tk := Tick{Time: at, Devices: []DeviceSample{{UUID: "GPU-a", Model: "NVIDIA H200", Used: 1, Total: 10, Util: -1}}}
+		for p := range n {
+			tk.Processes = append(tk.Processes, sample.Process{GPU: "GPU-a", PID: uint32(1000 + p), StartTime: t0, Bytes: uint64(1000*i + p)})
+		}
+		if n > 2 { // the first process again, later in the same batch, with other bytes
+			tk.Processes = append(tk.Processes[:2], append([]sample.Process{{GPU: "GPU-a", PID: 1000, StartTime: t0, Bytes: 7}}, tk.Processes[2:]...)...)
+		}
+		if n > batchRows { // the second process again, in the next batch
+			tk.Processes = append(tk.Processes, sample.Process{GPU: "GPU-a", PID: 1001, StartTime: t0, Bytes: 9})
+		}
+		if err := s.WriteTick(ctx, tk); err != nil {
+			t.Fatalf("%d processes: %v", n, err)
+		}
+		for p := range n {
+			ph, err := s.ProcessHistory(ctx, "GPU-a", uint32(1000+p), at, at.Add(time.Second), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := uint64(1000*i + p)
+			switch {
+			case p == 0 && n > 2:
+				want = 7
+			case p == 1 && n > batchRows:
+				want = 9
+			}
+			if len(ph) != 1 || ph[0].Bytes.Max != want {
+				t.Fatalf("tick of %d processes, PID %d: %+v, want one point of %d bytes", n, 1000+p, ph, want)
+			}
+		}
+	}
+}
