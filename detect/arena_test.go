@@ -17,11 +17,11 @@ import (
 func TestArenaMatchesFresh(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	shapes := []func(sec float64) float64{
-		func(sec float64) float64 { return 4<<30 + 2<<20*sec },                      // a leak
-		func(sec float64) float64 { return 4<<30 + float64(int(sec/90))*(64<<20) },  // a ratchet
+		func(sec float64) float64 { return 4<<30 + 2<<20*sec },                       // a leak
+		func(sec float64) float64 { return 4<<30 + float64(int(sec/90))*(64<<20) },   // a ratchet
 		func(sec float64) float64 { return 8<<30 + 3<<30*math.Abs(math.Sin(sec/7)) }, // a sawtooth-like load
-		func(sec float64) float64 { return 2<<30 + 6<<30*(1-math.Exp(-sec/60)) },    // a warm-up
-		func(sec float64) float64 { return 6<<30 + float64(r.IntN(64))*(1<<20) },    // noise
+		func(sec float64) float64 { return 2<<30 + 6<<30*(1-math.Exp(-sec/60)) },     // a warm-up
+		func(sec float64) float64 { return 6<<30 + float64(r.IntN(64))*(1<<20) },     // noise
 	}
 	judged := 0
 	for trial := range 40 {
