@@ -238,14 +238,7 @@ func (a *arena) floats(n int) []float64 {
 	if a == nil { // outside a Verdict
 		return make([]float64, n)
 	}
-	a.fNeed += n
-	if a.fAt+n > len(a.f) {
-		return make([]float64, n)
-	}
-	s := a.f[a.fAt : a.fAt+n : a.fAt+n]
-	a.fAt += n
-	clear(s)
-	return s
+	return carve(a.f, &a.fAt, &a.fNeed, n)
 }
 
 // intSlice returns n zeroed ints.
@@ -253,12 +246,19 @@ func (a *arena) intSlice(n int) []int {
 	if a == nil {
 		return make([]int, n)
 	}
-	a.intNeed += n
-	if a.intAt+n > len(a.ints) {
-		return make([]int, n)
+	return carve(a.ints, &a.intAt, &a.intNeed, n)
+}
+
+// carve hands out the n elements of buf after *at (zeroed, capacity n),
+// or a new slice when buf has not that many left; *need counts what was
+// asked for.
+func carve[T any](buf []T, at, need *int, n int) []T {
+	*need += n
+	if *at+n > len(buf) {
+		return make([]T, n)
 	}
-	s := a.ints[a.intAt : a.intAt+n : a.intAt+n]
-	a.intAt += n
+	s := buf[*at : *at+n : *at+n]
+	*at += n
 	clear(s)
 	return s
 }

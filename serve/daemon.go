@@ -176,7 +176,6 @@ type Daemon struct {
 	tracks    []*procTrack
 	// prevTracks is the sample before's tracks (its place is reused).
 	prevTracks []*procTrack
-	touched    uint64       // what observe's first loop read (kept, so that it reads)
 	due        []dueVerdict // the sample's lifetimes whose verdict is due (observe)
 	// The confirmed leaks' slopes, as the metrics have them once
 	// slopesChanged is false again (judge).

@@ -189,37 +189,19 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 	now := snap.Time
 	prev := d.prevTracks
 	d.tracks, d.due = d.tracks[:0], d.due[:0]
-	// First each process's track is guessed, in a loop that does nothing
-	// else: the tracks lie apart in memory and are no longer in the CPU's
-	// caches after 100 ms, and a short loop lets the processor fetch
-	// several at once where the long loop below would wait for each in
-	// turn. The lists of two samples are mostly the same processes in the
-	// same order, so the guess is the track at the same place in the
-	// sample before, or the map's when that is another lifetime (gone: it
-	// left the map, so the map has another one or none).
-	var touched uint64
-	for i := range snap.Processes {
-		p := &snap.Processes[i]
-		var t *procTrack
-		if i < len(prev) {
-			t = prev[i]
-		}
-		if t == nil || t.gone || t.pid != p.PID || t.device != p.Device {
-			t = d.procs[procKey{dev: int32(p.Device), pid: p.PID}.slot()]
-		}
-		if t != nil {
-			n, _ := t.det.Samples()
-			touched += uint64(t.histAt) + uint64(len(t.recent.buf)) + uint64(n)
-		}
-		d.tracks = append(d.tracks, t)
-	}
-	d.touched = touched
 	seen := 0 // distinct tracks listed
 	for i := range snap.Processes {
 		p := &snap.Processes[i]
 		k := keyOf(p)
-		t := d.tracks[i]
-		if t == nil || t.gone || t.start != k.start {
+		// The lists of two samples are mostly the same processes in the
+		// same order: the track at the same place in the sample before
+		// is tried first, and the map only when it is another lifetime
+		// (gone: it left the map, so the map has another one or none).
+		var t *procTrack
+		if i < len(prev) {
+			t = prev[i]
+		}
+		if t == nil || t.gone || t.start != k.start || t.pid != k.pid || t.device != p.Device {
 			t = d.procs[k.slot()]
 		}
 		if t == nil || t.start != k.start {
@@ -236,13 +218,13 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 			det, err := detect.Make(cfg)
 			if err != nil { // checked in New; a capacity cannot make it fail
 				d.log.Error("leak detector", "err", err)
-				d.tracks[i] = nil
+				d.tracks = append(d.tracks, nil)
 				continue
 			}
 			t = &procTrack{det: det, recent: makeRing(d.opts.Recent), device: p.Device, pid: k.pid, start: k.start, command: p.Command(), display: p.DisplayCommand()}
 			d.procs[k.slot()] = t
 		}
-		d.tracks[i] = t
+		d.tracks = append(d.tracks, t)
 		if t.seen != d.tickNo {
 			t.seen = d.tickNo
 			seen++
