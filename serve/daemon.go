@@ -161,11 +161,12 @@ type Daemon struct {
 	overruns  atomic.Int64 // samples that took longer than the interval
 
 	// Owned by the sampling goroutine.
-	cfg    Config
-	pol    *policy.Policy
-	engine *alert.Engine
-	devs   []*devTrack
-	procs  map[uint64]*procTrack // by procKey.slot
+	cfg     Config
+	pol     *policy.Policy
+	engine  *alert.Engine
+	devs    []*devTrack
+	procs   map[uint64]*procTrack // by procKey.slot
+	offsets trackClock            // the tracks' times
 	// The latest sample's records, one per process (sampleRecords), and
 	// their tracks: tracks[i] is the lifetime of records[i] and of the
 	// snapshot's Processes[i] (nil in the one case a track could not be

@@ -25,6 +25,11 @@ type histAcc struct {
 	devs  []store.DeviceSample
 	devAt map[string]int
 	procs []sample.Process
+	// tracks[i] is procs[i]'s lifetime (nil: not tracked), which keeps the
+	// record's peak and flags while the interval lasts (procTrack.histBytes,
+	// histFlags): they are written into the records when the tick is taken,
+	// so that a sample touches its tracks, not their records as well.
+	tracks []*procTrack
 }
 
 // add folds one sample: its devices, and its processes with each one's
@@ -62,22 +67,25 @@ func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, procs []gpu.Proce
 	for i := range procs {
 		p, t := &procs[i], tracks[i]
 		if t == nil || t.histGen != h.gen+1 {
-			if t != nil {
-				t.histGen, t.histAt = h.gen+1, len(h.procs)
-			}
 			h.procs = append(h.procs, sample.Process{})
+			h.tracks = append(h.tracks, t)
 			r := &h.procs[len(h.procs)-1]
 			record(r, i)
 			ownAlloc(r)
+			if t != nil {
+				t.histGen, t.histAt = h.gen+1, len(h.procs)-1
+				t.histBytes, t.histFlags = r.Bytes, r.Flags
+			}
 			continue
 		}
-		s := &h.procs[t.histAt]
 		bytes := p.Memory
 		if !p.MemoryKnown {
 			bytes = 0 // as the record has it (sample.New)
 		}
-		s.Bytes, s.Flags = max(s.Bytes, bytes), s.Flags|p.Flags
-		foldAlloc(s, p.Alloc)
+		t.histBytes, t.histFlags = max(t.histBytes, bytes), t.histFlags|p.Flags
+		if p.Alloc != nil {
+			foldAlloc(&h.procs[t.histAt], p.Alloc)
+		}
 	}
 }
 
@@ -86,6 +94,11 @@ func (h *histAcc) add(at time.Time, devices []gpu.DeviceState, procs []gpu.Proce
 func (h *histAcc) take() (store.Tick, bool) {
 	if h.n == 0 {
 		return store.Tick{}, false
+	}
+	for i, t := range h.tracks {
+		if t != nil {
+			h.procs[i].Bytes, h.procs[i].Flags = t.histBytes, t.histFlags
+		}
 	}
 	t := store.Tick{Time: h.time, Devices: h.devs, Processes: h.procs}
 	*h = histAcc{gen: h.gen + 1}

@@ -7,6 +7,7 @@ package serve
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -61,35 +62,43 @@ func (k procKey) slot() uint64 { return uint64(uint32(k.dev))<<32 | uint64(k.pid
 // procTrack is one process lifetime on one GPU.
 //
 // The fields every sample reads or writes come first, the detector's and
-// the ring's included (they are values, not pointers): at 1,600 processes
-// and 10 samples a second, what a sample costs is mostly the memory of the
-// tracks it touches, so each track's hot fields share a few cache lines.
+// the ring's included (they are values, not pointers, and the detector's
+// own hot fields lead it): at 1,600 processes and 10 samples a second,
+// what a sample costs is mostly the memory of the tracks it touches, so
+// each track's hot fields fit in four cache lines. The times a sample
+// compares are kept as offsets on the daemon's clock (Daemon.offsets), a
+// quarter the size of a time.Time.
 type procTrack struct {
-	start       int64  // procKey.start
-	seen        uint64 // the tick that last listed it
-	queued      uint64 // the tick that last queued it for a verdict
-	device      int    // NVML index
-	pid         uint32 // procKey.pid
-	judged      bool   // verdict holds a verdict
-	confirmed   bool   // the leak is confirmed (Confirm)
-	announced   bool   // "leak confirmed" was logged at info level for this lifetime
-	gone        bool   // no longer in Daemon.procs
-	idleSince   time.Time
-	lastVerdict time.Time
+	start     int64  // procKey.start
+	seen      uint64 // the tick that last listed it
+	queued    uint64 // the tick that last queued it for a verdict
+	device    int    // NVML index
+	pid       uint32 // procKey.pid
+	judged    bool   // verdict holds a verdict
+	confirmed bool   // the leak is confirmed (Confirm)
+	announced bool   // "leak confirmed" was logged at info level for this lifetime
+	gone      bool   // no longer in Daemon.procs
+	// Offsets (Daemon.offsets): since when the process is idle and when its
+	// verdict was last computed (never: not idle, not yet judged), and
+	// when recentOut was taken from recent (never: recentOut is nil).
+	idleSince, lastVerdict, recentAt int64
 	// Where the lifetime is in the history interval in progress: histAt
-	// is its index when histGen is the interval's (histAcc.gen) plus one.
-	histGen uint64
-	histAt  int
-	// recentOut is the Recent the States show and when it was taken from
-	// recent (refreshRecent): at sample intervals under a second it moves
-	// on once a second, which is all a sparkline needs.
-	recentOut []uint64
-	recentAt  time.Time
+	// is its index when histGen is the interval's (histAcc.gen) plus one;
+	// histBytes and histFlags are its peak and flags in that interval,
+	// which the interval's record gets when it is taken.
+	histGen   uint64
+	histAt    int
+	histBytes uint64
+	histFlags gpu.Flags
 	recent    ring
 	det       detect.Detector
 
-	confirm detect.Confirm
-	verdict detect.Verdict
+	// recentOut is the Recent the States show (refreshRecent): at sample
+	// intervals under a second it moves on once a second, which is all a
+	// sparkline needs.
+	recentOut []uint64
+	confirm   detect.Confirm
+	verdict   detect.Verdict
 	// The command line as /proc has it and as shown (gpu.Printable), read
 	// once per lifetime.
 	command, display string
@@ -98,12 +107,35 @@ type procTrack struct {
 	leak *api.Leak
 }
 
-// refreshRecent brings recentOut up to date for the sample at now. It is
-// called at every sample (observe), whether a State is built or not, so
-// that which values a State shows does not depend on when it is read.
-func (t *procTrack) refreshRecent(now time.Time) {
-	if t.recentOut == nil || now.Sub(t.recentAt) >= time.Second || now.Before(t.recentAt) {
+// never is an offset of a time that has not come (procTrack's times).
+const never = math.MinInt64
+
+// trackClock turns a sample's time into an offset from the first sample's time,
+// in nanoseconds: the differences of two offsets are those of the two
+// times (time.Time.Sub: monotonic when both times have a monotonic
+// reading, as the samples' times do).
+type trackClock struct {
+	epoch time.Time
+	set   bool
+}
+
+func (c *trackClock) at(t time.Time) int64 {
+	if !c.set {
+		c.epoch, c.set = t, true
+	}
+	return int64(t.Sub(c.epoch))
+}
+
+// refreshRecent brings recentOut up to date for the sample at offset now.
+// It is called at every sample (observe), whether a State is built or
+// not, so that which values a State shows does not depend on when it is
+// read.
+func (t *procTrack) refreshRecent(now int64) {
+	if t.recentAt == never || now-t.recentAt >= int64(time.Second) || now < t.recentAt {
 		t.recentOut, t.recentAt = t.recent.values(), now
+		if t.recentOut == nil {
+			t.recentAt = never
+		}
 	}
 }
 
@@ -187,6 +219,7 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 		}
 	}
 	now := snap.Time
+	at := d.offsets.at(now)
 	prev := d.prevTracks
 	d.tracks, d.due = d.tracks[:0], d.due[:0]
 	seen := 0 // distinct tracks listed
@@ -221,7 +254,8 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 				d.tracks = append(d.tracks, nil)
 				continue
 			}
-			t = &procTrack{det: det, recent: makeRing(d.opts.Recent), device: p.Device, pid: k.pid, start: k.start, command: p.Command(), display: p.DisplayCommand()}
+			t = &procTrack{det: det, recent: makeRing(d.opts.Recent), device: p.Device, pid: k.pid, start: k.start, command: p.Command(), display: p.DisplayCommand(),
+				idleSince: never, lastVerdict: never, recentAt: never}
 			d.procs[k.slot()] = t
 		}
 		d.tracks = append(d.tracks, t)
@@ -235,12 +269,12 @@ func (d *Daemon) observe(snap *gpu.Snapshot) {
 		}
 		switch {
 		case p.Flags&gpu.FlagIdle == 0:
-			t.idleSince = time.Time{}
-		case t.idleSince.IsZero():
-			t.idleSince = now
+			t.idleSince = never
+		case t.idleSince == never:
+			t.idleSince = at
 		}
-		t.refreshRecent(now)
-		if t.queued != d.tickNo && (!t.judged || now.Sub(t.lastVerdict) >= d.opts.VerdictEvery) {
+		t.refreshRecent(at)
+		if t.queued != d.tickNo && (!t.judged || at-t.lastVerdict >= int64(d.opts.VerdictEvery)) {
 			t.queued = d.tickNo
 			d.due = append(d.due, dueVerdict{p.DeviceUUID, k, t})
 		}
@@ -278,15 +312,13 @@ type dueVerdict struct {
 // the metrics when they changed.
 func (d *Daemon) judge(now time.Time) {
 	slices.SortFunc(d.due, func(a, b dueVerdict) int {
-		if c := a.t.lastVerdict.Compare(b.t.lastVerdict); c != 0 {
-			return c
-		}
-		return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
+		return cmp.Or(cmp.Compare(a.t.lastVerdict, b.t.lastVerdict), cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
 	})
+	at := d.offsets.at(now)
 	for _, x := range d.due[:min(len(d.due), d.opts.MaxVerdicts)] {
 		v := x.t.det.Verdict()
 		was, slope := x.t.confirmed, x.t.verdict.Slope
-		x.t.verdict, x.t.judged, x.t.lastVerdict = v, true, now
+		x.t.verdict, x.t.judged, x.t.lastVerdict = v, true, at
 		x.t.confirmed = x.t.confirm.Update(now, v)
 		x.t.leak = leakOf(x.t)
 		switch key := (metrics.ProcessKey{GPU: x.t.device, PID: x.k.pid}); {
@@ -359,8 +391,8 @@ func (d *Daemon) makeRecord(r *sample.Process, p *gpu.Process, t *procTrack, now
 		return
 	}
 	*r = sample.New(p, t.command, t.display)
-	if !t.idleSince.IsZero() {
-		r.IdleFor = now.Sub(t.idleSince) + d.opts.IdleWindow
+	if t.idleSince != never {
+		r.IdleFor = time.Duration(d.offsets.at(now)-t.idleSince) + d.opts.IdleWindow
 	}
 	if t.confirmed {
 		r.Leak, r.Slope = true, t.verdict.Slope
