@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -119,25 +120,20 @@ func (s *Sim) channelProcs(dev int) []DriverProcess {
 	return out
 }
 
-// unshadowed returns ps without the synthetic processes whose PID an
-// adopted process holds (ps itself when none does).
-func (s *Sim) unshadowed(ps []*simProc) []*simProc {
+// hiddenPIDs returns the PIDs of the adopted processes (a copy) when one
+// of them holds the PID of a synthetic process, which it hides; nil when
+// none does.
+func (s *Sim) hiddenPIDs() map[int]bool {
 	c := s.ch
 	if c == nil {
-		return ps
+		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.shadowed {
-		return ps
+		return nil
 	}
-	out := make([]*simProc, 0, len(ps))
-	for _, p := range ps {
-		if !c.pids[p.stat.PID] {
-			out = append(out, p)
-		}
-	}
-	return out
+	return maps.Clone(c.pids)
 }
 
 // adopted returns the ProcSource of an adopted PID, or nil.
@@ -168,6 +164,6 @@ func NewSimChannelOnly(n int, now func() time.Time) (*Sim, error) {
 			delete(s.procs, pid)
 		}
 	}
-	s.byDev = make([][]*simProc, n)
+	s.byDev, s.loads = make([][]*simProc, n), make([][]simLoad, n)
 	return s, nil
 }

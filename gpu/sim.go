@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"sort"
 	"sync"
 	"time"
 
@@ -25,6 +24,7 @@ type Sim struct {
 	devs  []Device
 	procs map[int]*simProc // by PID, including non-GPU parents
 	byDev [][]*simProc     // per device, by PID: fixed after NewSim
+	loads [][]simLoad      // loads[d][i] is byDev[d][i]'s
 
 	mu        sync.Mutex
 	exitedAcc map[int][]AccountingRecord
@@ -33,21 +33,39 @@ type Sim struct {
 	ch *simChannel // AdoptChannel (alloc.go); nil: synthetic processes only
 }
 
-// simProc is one synthetic process.
+// simProc is one synthetic process as /proc shows it.
 type simProc struct {
 	stat   ProcStat
 	det    ProcDetails
 	onGPU  bool
-	dev    int
-	shape  string  // how memory moves: train, serve, jupyter, leak, flat
+	hidden bool // listed by the driver, absent from /proc
+}
+
+// simLoad is what the device queries read of a synthetic process at every
+// sample: how its memory moves, whether it is busy, its peak. A device
+// keeps its processes' loads in one array (Sim.loads), in the order of
+// Sim.byDev, so that the queries of a host of many processes walk one
+// block of memory instead of every process's record.
+type simLoad struct {
+	pid    uint32
+	shape  simShape
+	busy   bool    // shows SM activity
 	base   uint64  // bytes
 	amp    uint64  // bytes
 	period float64 // seconds
 	phase  float64
-	busy   bool   // shows SM activity
-	hidden bool   // listed by the driver, absent from /proc
 	peak   uint64 // the highest memory reported on its device (Sim.mu)
 }
+
+// simShape is how a synthetic process's memory moves.
+type simShape uint8
+
+const (
+	shapeFlat  simShape = iota // base bytes throughout
+	shapeTrain                 // a step pattern: forward grows, backward peaks, step frees
+	shapeServe                 // a slow swing around a large base
+	shapeLeak                  // a rise that starts over every period
+)
 
 const simTotal = 143771 << 20 // the memory of an H200 card
 
@@ -76,7 +94,8 @@ func NewSimProcs(n, perGPU int, seed int64, now func() time.Time) (*Sim, error) 
 	if now == nil {
 		now = time.Now
 	}
-	s := &Sim{start: now(), now: now, seed: seed, procs: map[int]*simProc{}, exitedAcc: map[int][]AccountingRecord{}}
+	s := &Sim{start: now(), now: now, seed: seed, procs: map[int]*simProc{}, exitedAcc: map[int][]AccountingRecord{},
+		byDev: make([][]*simProc, n), loads: make([][]simLoad, n)}
 	rng := rand.New(rand.NewSource(seed))
 	boot := s.start.Add(-72 * time.Hour).Truncate(time.Second)
 	// Parents: init, a user manager, a shell, a Jupyter server, a container shim.
@@ -106,21 +125,15 @@ func NewSimProcs(n, perGPU int, seed int64, now func() time.Time) (*Sim, error) 
 			} else {
 				pidNext += 1 + rng.Intn(500)
 			}
-			p := s.addGPUProc(rng, pidNext, d, shape, boot)
+			p, l := s.addGPUProc(rng, pidNext, shape, boot)
 			if perGPU > 3 { // about what three processes would hold
-				p.base = p.base * 3 / uint64(perGPU)
-				p.amp = p.amp * 3 / uint64(perGPU)
+				l.base = l.base * 3 / uint64(perGPU)
+				l.amp = l.amp * 3 / uint64(perGPU)
 			}
+			// PIDs only grow: the lists are in PID order.
+			s.byDev[d] = append(s.byDev[d], p)
+			s.loads[d] = append(s.loads[d], l)
 		}
-	}
-	s.byDev = make([][]*simProc, n)
-	for _, p := range s.procs {
-		if p.onGPU {
-			s.byDev[p.dev] = append(s.byDev[p.dev], p)
-		}
-	}
-	for _, ps := range s.byDev {
-		sort.Slice(ps, func(i, j int) bool { return ps[i].stat.PID < ps[j].stat.PID })
 	}
 	return s, nil
 }
@@ -138,23 +151,24 @@ func (s *Sim) addParent(pid, ppid, sid int, comm string, started time.Time) {
 	}
 }
 
-func (s *Sim) addGPUProc(rng *rand.Rand, pid, dev int, shape string, boot time.Time) *simProc {
+func (s *Sim) addGPUProc(rng *rand.Rand, pid int, shape string, boot time.Time) (*simProc, simLoad) {
 	started := s.start.Add(-time.Duration(10+rng.Intn(7200)) * time.Second).Truncate(time.Second)
 	gib := func(lo, hi float64) uint64 { return uint64((lo + rng.Float64()*(hi-lo)) * (1 << 30)) }
-	p := &simProc{onGPU: true, dev: dev, shape: shape, period: 20 + 40*rng.Float64(), phase: rng.Float64() * 100}
+	p := &simProc{onGPU: true}
+	l := simLoad{pid: uint32(pid), period: 20 + 40*rng.Float64(), phase: rng.Float64() * 100}
 	p.stat = ProcStat{PID: pid, PPID: 2100, Session: 2100, State: "S", StartTime: started, StartTicks: uint64(started.Sub(boot) / (time.Second / proc.UserHZ))}
 	p.det = ProcDetails{UID: 1000, User: "alice", Cgroup: "/user.slice/user-1000.slice/session-3.scope"}
 	switch shape {
 	case "train":
-		p.base, p.amp, p.busy = gib(18, 30), gib(4, 10), true
+		l.shape, l.base, l.amp, l.busy = shapeTrain, gib(18, 30), gib(4, 10), true
 		p.stat.Comm = "python"
 		p.det.Cmdline = []string{"python", "train.py", "--model", "resnet152", "--batch-size", fmt.Sprint(32 << rng.Intn(3))}
 		id := fmt.Sprintf("%016x%016x%016x%016x", rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
 		p.det.Cgroup = "/system.slice/docker-" + id + ".scope"
 		p.stat.PPID, p.stat.Session = 4100, pid
 	case "serve":
-		p.base, p.busy = gib(20, 35), true
-		p.amp = p.base / 50
+		l.shape, l.base, l.busy = shapeServe, gib(20, 35), true
+		l.amp = l.base / 50
 		p.stat.Comm = "python3"
 		p.det.UID, p.det.User = 1001, "svc-infer"
 		p.det.Cmdline = []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "meta-llama/Llama-3.1-8B"}
@@ -163,52 +177,52 @@ func (s *Sim) addGPUProc(rng *rand.Rand, pid, dev int, shape string, boot time.T
 			rng.Uint32(), rng.Intn(1<<16), rng.Intn(1<<16), rng.Intn(1<<16), rng.Int63n(1<<48), id)
 		p.stat.PPID, p.stat.Session = 4100, pid
 	case "jupyter":
-		p.base = gib(2, 12)
+		l.base = gib(2, 12)
 		p.stat.Comm = "python"
 		p.det.Cmdline = []string{"/opt/conda/bin/python", "-m", "ipykernel_launcher", "-f", "/home/alice/.local/share/jupyter/runtime/kernel-7f3a.json"}
 		p.stat.PPID, p.stat.Session = 3100, 3100
 		p.det.Cgroup = "/user.slice/user-1000.slice/user@1000.service/app.slice/jupyter.service"
 		p.stat.StartTime = s.start.Add(-3 * time.Hour).Truncate(time.Second)
 	case "leak":
-		p.base, p.amp, p.busy = gib(1, 3), gib(8, 16), true
-		p.period = 600
+		l.shape, l.base, l.amp, l.busy = shapeLeak, gib(1, 3), gib(8, 16), true
+		l.period = 600
 		p.stat.Comm = "python"
 		p.det.UID, p.det.User = 1002, "bob"
 		p.det.Cmdline = []string{"python", "serve_features.py", "--port", "8080"}
 	case "orphan":
-		p.base = gib(4, 8)
+		l.base = gib(4, 8)
 		p.stat.Comm = "python"
 		p.det.Cmdline = []string{"/usr/bin/python3", "-u", "worker.py", "--rank", "3"}
 		p.stat.PPID, p.stat.Session = 1, 5555 // its launcher's session is gone
 	case "zombie":
-		p.base = gib(0.5, 2)
+		l.base = gib(0.5, 2)
 		p.stat.Comm, p.stat.State = "python", "Z"
 		p.det.Cmdline = nil
 	case "foreign":
-		p.base = gib(1, 6)
+		l.base = gib(1, 6)
 		p.hidden = true
 	}
 	s.procs[pid] = p
-	return p
+	return p, l
 }
 
 // memory is the process's memory at elapsed seconds t.
-func (p *simProc) memory(t float64) uint64 {
-	x := t + p.phase
-	switch p.shape {
-	case "train": // a step pattern: forward grows, backward peaks, step frees
-		f := math.Mod(x, p.period) / p.period
-		v := float64(p.amp) * f
+func (l *simLoad) memory(t float64) uint64 {
+	x := t + l.phase
+	switch l.shape {
+	case shapeTrain:
+		f := math.Mod(x, l.period) / l.period
+		v := float64(l.amp) * f
 		if f > 0.9 {
-			v = float64(p.amp) * 1.0
+			v = float64(l.amp) * 1.0
 		}
-		return roundMiB(p.base + uint64(v))
-	case "serve":
-		return roundMiB(p.base + uint64(float64(p.amp)*(0.5+0.5*math.Sin(x/7))))
-	case "leak":
-		return roundMiB(p.base + uint64(float64(p.amp)*math.Mod(x, p.period)/p.period))
+		return roundMiB(l.base + uint64(v))
+	case shapeServe:
+		return roundMiB(l.base + uint64(float64(l.amp)*(0.5+0.5*math.Sin(x/7))))
+	case shapeLeak:
+		return roundMiB(l.base + uint64(float64(l.amp)*math.Mod(x, l.period)/l.period))
 	}
-	return p.base
+	return l.base
 }
 
 func roundMiB(v uint64) uint64 { return v &^ (1<<20 - 1) }
@@ -252,9 +266,17 @@ func (s *Sim) Details(pid int) (ProcDetails, error) {
 	return d, nil
 }
 
-// devProcs returns the synthetic processes on device dev by PID, less
-// those an adopted process hides (unshadowed); callers only read it.
-func (s *Sim) devProcs(dev int) []*simProc { return s.unshadowed(s.byDev[dev]) }
+// devLoads returns the loads of the synthetic processes on device dev
+// (in Sim.byDev's order) and the PIDs of those that an adopted process
+// hides, which the queries skip (nil when it hides none: the usual case).
+// Callers only read the loads, but for their peaks under Sim.mu.
+func (s *Sim) devLoads(dev int) (ls []simLoad, hidden map[int]bool) {
+	return s.loads[dev], s.hiddenPIDs()
+}
+
+// hides says whether devLoads' hidden holds pid (without a map lookup in
+// the usual case, where it is nil).
+func hides(hidden map[int]bool, pid uint32) bool { return hidden != nil && hidden[int(pid)] }
 
 // simDevice is one simulated GPU.
 type simDevice struct {
@@ -275,11 +297,14 @@ func (d *simDevice) Memory() (Memory, error) {
 	}
 	t := d.sim.elapsed()
 	var used uint64 = 0
-	for _, p := range d.sim.channelProcs(d.index) { // first: it refreshes what devProcs hides
+	for _, p := range d.sim.channelProcs(d.index) { // first: it refreshes what devLoads hides
 		used += p.Memory
 	}
-	for _, p := range d.sim.devProcs(d.index) {
-		used += p.memory(t)
+	ls, hidden := d.sim.devLoads(d.index)
+	for i := range ls {
+		if l := &ls[i]; !hides(hidden, l.pid) {
+			used += l.memory(t)
+		}
 	}
 	used += uint64(d.index+1) * 3 << 20 // driver-side bookkeeping not listed per process
 	if used > simTotal-simReserved {
@@ -294,9 +319,10 @@ func (d *simDevice) Utilization() (Utilization, error) {
 	}
 	t := d.sim.elapsed()
 	var u uint32
-	for _, p := range d.sim.devProcs(d.index) {
-		if p.busy {
-			u += uint32(40 + 30*math.Sin(t/3+p.phase))
+	ls, hidden := d.sim.devLoads(d.index)
+	for i := range ls {
+		if l := &ls[i]; l.busy && !hides(hidden, l.pid) {
+			u += uint32(40 + 30*math.Sin(t/3+l.phase))
 		}
 	}
 	return Utilization{GPU: min(u, 100), Memory: min(u/2, 100), Known: true}, nil
@@ -307,15 +333,19 @@ func (d *simDevice) Processes() ([]DriverProcess, error) {
 		return nil, err
 	}
 	t := d.sim.elapsed()
-	adopted := d.sim.channelProcs(d.index) // first: it refreshes what devProcs hides
-	procs := d.sim.devProcs(d.index)
-	out := make([]DriverProcess, 0, len(procs)+len(adopted))
+	adopted := d.sim.channelProcs(d.index) // first: it refreshes what devLoads hides
+	ls, hidden := d.sim.devLoads(d.index)
+	out := make([]DriverProcess, 0, len(ls)+len(adopted))
 	d.sim.mu.Lock()
 	defer d.sim.mu.Unlock()
-	for _, p := range procs {
-		m := p.memory(t)
-		p.peak = max(p.peak, m)
-		out = append(out, DriverProcess{PID: uint32(p.stat.PID), Memory: m, MemoryKnown: true, Kind: KindCompute})
+	for i := range ls {
+		l := &ls[i]
+		if hides(hidden, l.pid) {
+			continue
+		}
+		m := l.memory(t)
+		l.peak = max(l.peak, m)
+		out = append(out, DriverProcess{PID: l.pid, Memory: m, MemoryKnown: true, Kind: KindCompute})
 	}
 	return append(out, adopted...), nil
 }
@@ -324,9 +354,10 @@ func (d *simDevice) ProcessUtilization(since time.Time) ([]ProcessUtilization, e
 	now := d.sim.now()
 	t := d.sim.elapsed()
 	var out []ProcessUtilization
-	for _, p := range d.sim.devProcs(d.index) {
-		if p.busy && now.After(since) {
-			out = append(out, ProcessUtilization{PID: uint32(p.stat.PID), Time: now, SM: uint32(30 + 30*math.Sin(t/3+p.phase)), Memory: 10})
+	ls, hidden := d.sim.devLoads(d.index)
+	for i := range ls {
+		if l := &ls[i]; l.busy && !hides(hidden, l.pid) && now.After(since) {
+			out = append(out, ProcessUtilization{PID: l.pid, Time: now, SM: uint32(30 + 30*math.Sin(t/3+l.phase)), Memory: 10})
 		}
 	}
 	return out, nil
@@ -342,12 +373,17 @@ func (d *simDevice) Accounting() ([]AccountingRecord, error) {
 	d.sim.mu.Lock()
 	defer d.sim.mu.Unlock()
 	var out []AccountingRecord
-	for _, p := range d.sim.devProcs(d.index) {
-		peak := max(p.peak, p.memory(t))
-		if p.amp > 0 {
-			peak = max(peak, roundMiB(p.base+p.amp))
+	ls, hidden := d.sim.devLoads(d.index)
+	for i, p := range d.sim.byDev[d.index] {
+		l := &ls[i]
+		if hides(hidden, l.pid) {
+			continue
 		}
-		out = append(out, AccountingRecord{PID: uint32(p.stat.PID), MaxMemory: peak, Running: true, StartTime: p.stat.StartTime, GPUUtil: simUtil(p.busy)})
+		peak := max(l.peak, l.memory(t))
+		if l.amp > 0 {
+			peak = max(peak, roundMiB(l.base+l.amp))
+		}
+		out = append(out, AccountingRecord{PID: l.pid, MaxMemory: peak, Running: true, StartTime: p.stat.StartTime, GPUUtil: simUtil(l.busy)})
 	}
 	// Two jobs that finished before the simulation started.
 	out = append(out,
