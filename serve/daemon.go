@@ -177,16 +177,12 @@ type Daemon struct {
 	tracks    []*procTrack
 	// prevTracks is the sample before's tracks (its place is reused).
 	prevTracks []*procTrack
-	due        []dueVerdict // the sample's lifetimes whose verdict is due (observe)
-	// The confirmed leaks' slopes, as the metrics have them once
-	// slopesChanged is false again (judge).
-	slopes        map[metrics.ProcessKey]float64
-	slopesChanged bool
-	names         map[gpu.Flags][]string // flagNames
-	hist          histAcc
-	lastHW        time.Time // last history write
-	tickNo        uint64
-	enforce       *enforcer
+	due        []dueVerdict           // the sample's lifetimes whose verdict is due (observe)
+	names      map[gpu.Flags][]string // flagNames
+	hist       histAcc
+	lastHW     time.Time // last history write
+	tickNo     uint64
+	enforce    *enforcer
 
 	runMu   sync.Mutex
 	running bool
@@ -271,7 +267,7 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		opts: o, log: o.Logger, now: o.Now, host: o.Opened.Host, sampler: o.Opened.Sampler,
 		ids: o.Opened.Sampler.Devices(), hostname: o.Opened.Hostname, info: info,
 		st: st, hub: newHub(), xidCh: make(chan gpu.XidEvent, 64), reloads: make(chan reloadRequest), inspect: make(chan func()),
-		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, slopes: map[metrics.ProcessKey]float64{}, names: map[gpu.Flags][]string{},
+		cfg: o.Config, pol: pol, engine: alert.NewEngine(rules.Rules), procs: map[uint64]*procTrack{}, names: map[gpu.Flags][]string{},
 	}
 	// The statistics channel at most once a second (its writers publish
 	// every 100 ms at most, and each read opens every file): half an

@@ -309,7 +309,7 @@ type dueVerdict struct {
 
 // judge recomputes the leak verdicts that are due (d.due), oldest first,
 // at most MaxVerdicts per sample, and hands the confirmed leaks' slopes to
-// the metrics when they changed.
+// the metrics as they change.
 func (d *Daemon) judge(now time.Time) {
 	slices.SortFunc(d.due, func(a, b dueVerdict) int {
 		return cmp.Or(cmp.Compare(a.t.lastVerdict, b.t.lastVerdict), cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.k.pid, b.k.pid), cmp.Compare(a.k.start, b.k.start))
@@ -323,11 +323,9 @@ func (d *Daemon) judge(now time.Time) {
 		x.t.leak = leakOf(x.t)
 		switch key := (metrics.ProcessKey{GPU: x.t.device, PID: x.k.pid}); {
 		case x.t.confirmed && (!was || v.Slope != slope):
-			d.slopes[key] = v.Slope
-			d.slopesChanged = true
+			d.coll.SetLeakSlope(key, v.Slope)
 		case was && !x.t.confirmed:
-			delete(d.slopes, key)
-			d.slopesChanged = true
+			d.coll.DropLeakSlope(key)
 		}
 		// A leak is announced once per lifetime; a verdict that comes and
 		// goes (a sawtooth on a rising floor) is followed at debug level.
@@ -342,18 +340,12 @@ func (d *Daemon) judge(now time.Time) {
 		}
 	}
 	clear(d.due) // the tracks may be dropped before the next sample
-	if !d.slopesChanged {
-		return
-	}
-	d.slopesChanged = false
-	d.coll.SetLeakSlopes(d.slopes) // which copies them
 }
 
 // dropSlope forgets the leak slope of a lifetime whose track goes.
 func (d *Daemon) dropSlope(t *procTrack, pid uint32) {
 	if t.confirmed {
-		delete(d.slopes, metrics.ProcessKey{GPU: t.device, PID: pid})
-		d.slopesChanged = true
+		d.coll.DropLeakSlope(metrics.ProcessKey{GPU: t.device, PID: pid})
 	}
 }
 

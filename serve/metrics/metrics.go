@@ -67,7 +67,7 @@
 //
 // # Concurrency
 //
-// Update, SetLeakSlopes and CountAction may be called from the sampling
+// Update, SetLeakSlope, DropLeakSlope and CountAction may be called from the sampling
 // loop while Collect runs on scrapes; a mutex guards the state, and Collect
 // copies nothing larger than the snapshot pointer under it. The Snapshot
 // handed to Update must not be modified afterwards.
@@ -112,7 +112,7 @@ type Options struct {
 	Workload func(gpu.Process) workload.Workload
 }
 
-// ProcessKey identifies a process on a GPU for SetLeakSlopes.
+// ProcessKey identifies a process on a GPU for SetLeakSlope.
 type ProcessKey struct {
 	GPU int // NVML index
 	PID uint32
@@ -194,12 +194,22 @@ func (c *Collector) Update(s *gpu.Snapshot, took time.Duration, err error) (done
 	return done
 }
 
-// SetLeakSlopes replaces the leak slopes (bytes per second) of the processes
-// the detector follows.
-func (c *Collector) SetLeakSlopes(slopes map[ProcessKey]float64) {
+// SetLeakSlope sets the leak slope (bytes per second) of one process, and
+// DropLeakSlope forgets it: the daemon calls them as its verdicts change,
+// so that a sample that changes no slope costs nothing, and one that does
+// costs its changes, not a copy of every slope (Collect makes that copy,
+// once a scrape).
+func (c *Collector) SetLeakSlope(k ProcessKey, slope float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.slopes = maps.Clone(slopes)
+	c.slopes[k] = slope
+}
+
+// DropLeakSlope: see SetLeakSlope.
+func (c *Collector) DropLeakSlope(k ProcessKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.slopes, k)
 }
 
 // CountAction counts one policy action on the GPU with NVML index gpuIndex
@@ -226,7 +236,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	snap, took, err, sampled := c.snap, c.took, c.err, c.sampled
-	slopes := c.slopes // replaced, never modified, by SetLeakSlopes
+	slopes := maps.Clone(c.slopes) // SetLeakSlope changes it in place
 	actions := maps.Clone(c.actions)
 	gen := c.gen
 	c.readers++

@@ -58,9 +58,14 @@ func TestGoldenSimulatedHost(t *testing.T) {
 	snap := simSnapshot(t, 2)
 	c := New(Options{Hostname: "node-1", TopN: 3, Now: fixed(snap.Time)})
 	c.Update(snap, 2500*time.Microsecond, nil)
-	// A leak slope for the largest process of GPU 0, and one for a PID
-	// that is not on the GPU (ignored).
-	c.SetLeakSlopes(map[ProcessKey]float64{{0, snap.Processes[0].PID}: 1 << 20, {0, 999999}: 5})
+	// A leak slope for the largest process of GPU 0, one for a PID that
+	// is not on the GPU (ignored), and one for the second process, set
+	// twice and then dropped (not in the golden file).
+	c.SetLeakSlope(ProcessKey{0, snap.Processes[0].PID}, 1<<20)
+	c.SetLeakSlope(ProcessKey{0, 999999}, 5)
+	c.SetLeakSlope(ProcessKey{snap.Processes[1].Device, snap.Processes[1].PID}, 7)
+	c.SetLeakSlope(ProcessKey{snap.Processes[1].Device, snap.Processes[1].PID}, 9)
+	c.DropLeakSlope(ProcessKey{snap.Processes[1].Device, snap.Processes[1].PID})
 	c.CountAction(0, "reclaim-orphans", "signal TERM", "ok")
 	c.CountAction(0, "reclaim-orphans", "signal TERM", "ok")
 	c.CountAction(-1, "quota", "alert only", "ok")
@@ -97,7 +102,7 @@ func TestLint(t *testing.T) {
 	snap := simSnapshot(t, 4)
 	c := New(Options{Hostname: "node-1", Now: fixed(snap.Time)})
 	c.Update(snap, time.Millisecond, nil)
-	c.SetLeakSlopes(map[ProcessKey]float64{{1, snap.Processes[0].PID}: 3})
+	c.SetLeakSlope(ProcessKey{1, snap.Processes[0].PID}, 3)
 	c.CountAction(0, "r", "a", "ok")
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
@@ -165,11 +170,9 @@ func TestCardinalityBound(t *testing.T) {
 		t.Run(fmt.Sprintf("%d procs top %d", tc.procs, tc.topN), func(t *testing.T) {
 			c := New(Options{TopN: tc.topN, Now: fixed(t0)})
 			snap := handSnapshot(tc.procs)
-			slopes := map[ProcessKey]float64{}
 			for _, p := range snap.Processes {
-				slopes[ProcessKey{0, p.PID}] = float64(p.PID)
+				c.SetLeakSlope(ProcessKey{0, p.PID}, float64(p.PID))
 			}
-			c.SetLeakSlopes(slopes)
 			c.Update(snap, 0, nil)
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(c)
@@ -280,7 +283,10 @@ func TestConcurrentUpdateAndScrape(t *testing.T) {
 		defer wg.Done()
 		for i := range 200 {
 			c.Update(handSnapshot(i%20), 0, nil)
-			c.SetLeakSlopes(map[ProcessKey]float64{{0, 100}: float64(i)})
+			c.SetLeakSlope(ProcessKey{0, 100}, float64(i))
+			if i%3 == 0 {
+				c.DropLeakSlope(ProcessKey{0, 100})
+			}
 			c.CountAction(0, "r", "a", "ok")
 		}
 	}()
