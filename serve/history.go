@@ -4,6 +4,7 @@ package serve
 // the store.
 
 import (
+	"slices"
 	"time"
 
 	"github.com/vramhq/vram/gpu"
@@ -101,7 +102,13 @@ func (h *histAcc) take() (store.Tick, bool) {
 		}
 	}
 	t := store.Tick{Time: h.time, Devices: h.devs, Processes: h.procs}
-	*h = histAcc{gen: h.gen + 1}
+	// The tick keeps the records; the next interval's are made at the
+	// size of this one's (plus some), in one allocation, and the tracks'
+	// list is cleared for reuse.
+	n := len(h.procs) + len(h.procs)/8
+	clear(h.tracks) // no longer keeps dropped tracks alive
+	*h = histAcc{gen: h.gen + 1, devAt: h.devAt, procs: make([]sample.Process, 0, n), tracks: slices.Grow(h.tracks[:0], n)}
+	clear(h.devAt)
 	return t, true
 }
 
