@@ -50,7 +50,8 @@ func newProcCache(src ProcSource, refresh time.Duration) *procCache {
 // get returns the entry for pid, re-reading /proc/PID/stat when the entry
 // is older than the refresh period. A new start time means a new process
 // behind a reused PID: its details are read afresh. A negative entry (err
-// set) says the PID had no readable process. hint is the entry the caller
+// set) says the PID had no readable process; it is kept, not replaced,
+// while the PID fails the same way. hint is the entry the caller
 // last had for pid (nil when none): while it is still the cache's (not
 // dropped), the map is not looked up.
 func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
@@ -63,7 +64,12 @@ func (c *procCache) get(pid int, now time.Time, hint *procEntry) *procEntry {
 	}
 	st, err := c.src.Stat(pid)
 	if err != nil {
-		ne := &procEntry{err: err, noProc: errors.Is(err, ErrNoProcess), checked: now}
+		noProc := errors.Is(err, ErrNoProcess)
+		if e != nil && e.err != nil && e.noProc == noProc {
+			e.err, e.checked = err, now // the same failure as before: the entry stays
+			return e
+		}
+		ne := &procEntry{err: err, noProc: noProc, checked: now}
 		c.replace(pid, e, ne)
 		return ne
 	}

@@ -230,6 +230,22 @@ func TestProcCache(t *testing.T) {
 	if s.enrich(&p, now.Add(2*time.Hour), old); p.Cmdline[1] != "123" {
 		t.Errorf("a dropped hint was used: cmdline %v", p.Cmdline)
 	}
+	// A PID that keeps failing keeps its negative entry; one that comes
+	// back gets a new entry.
+	p = Process{PID: 555}
+	neg := s.enrich(&p, now, nil)
+	if neg.err == nil || p.Flags&FlagNoSuchProcess == 0 {
+		t.Fatalf("missing PID: entry error %v, flags %v", neg.err, p.Flags)
+	}
+	p = Process{PID: 555}
+	if again := s.enrich(&p, now.Add(2*time.Second), neg); again != neg || neg.dropped || f.statReads[555] != 2 || p.Flags&FlagNoSuchProcess == 0 {
+		t.Errorf("the same failure again: new entry %v, dropped %v, stat reads %d, flags %v", again != neg, neg.dropped, f.statReads[555], p.Flags)
+	}
+	f.stats[555] = ProcStat{PID: 555, PPID: 100, Session: 100, Comm: "python", State: "S", StartTicks: 5}
+	p = Process{PID: 555}
+	if back := s.enrich(&p, now.Add(4*time.Second), neg); back == neg || !neg.dropped || back.err != nil || p.Flags&FlagNoSuchProcess != 0 {
+		t.Errorf("the PID came back: same entry %v, old dropped %v, error %v, flags %v", back == neg, neg.dropped, back.err, p.Flags)
+	}
 }
 
 func TestOrphanRule(t *testing.T) {
