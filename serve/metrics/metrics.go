@@ -67,9 +67,10 @@
 //
 // # Concurrency
 //
-// Update, SetLeakSlope, DropLeakSlope and CountAction may be called from the sampling
-// loop while Collect runs on scrapes; a mutex guards the state, and Collect
-// copies nothing larger than the snapshot pointer under it. The Snapshot
+// Update, SetLeakSlope, DropLeakSlope and CountAction may be called from
+// the sampling loop while Collect runs on scrapes; a mutex guards the
+// state. Under it Collect copies the leak slopes and the action counts
+// (small maps) and the snapshot pointer, not the snapshot. The Snapshot
 // handed to Update must not be modified afterwards.
 package metrics
 
