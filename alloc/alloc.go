@@ -216,7 +216,7 @@ func (a *Allocator) SetCap(maxBytes uint64, maxFraction float64) error {
 	defer a.mu.Unlock()
 	a.setCapLocked(maxBytes, maxFraction)
 	if a.pg != nil {
-		a.setPagedRegimeLocked(forceFine || a.capBytes < a.total || a.pg.deviceFull)
+		a.setPagedRegimeLocked(a.wantFineLocked())
 	}
 	return nil
 }

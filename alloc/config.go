@@ -99,6 +99,12 @@ type Config struct {
 	// idle pages on its own, only on EmptyCache, at the cap and at Close).
 	// Key page_release_window (a count, or off).
 	PageReleaseWindow int
+	// PageFine runs the page-mapped mode in its fine regime from the start
+	// (small chunks that move, growth close to need) even without a cap;
+	// by default it starts coarse and turns fine under a cap below the
+	// device's memory or once the device is found full. Key page_regime
+	// (auto, fine).
+	PageFine bool
 }
 
 // PoisonByte is the value written over freed blocks when PoisonOnFree is set.
@@ -176,7 +182,7 @@ func splitTopLevel(s string) []string {
 
 var configKeys = []string{
 	"garbage_collection_threshold", "max_bytes", "max_fraction", "max_split_size_mb",
-	"page_mapped", "page_release_slack", "page_release_window",
+	"page_mapped", "page_regime", "page_release_slack", "page_release_window",
 	"poison_on_free", "prealloc_bytes", "record_call_sites", "roundup_power2_divisions",
 	"sample_rate", "trace_events",
 }
@@ -223,6 +229,15 @@ func (c *Config) set(key, val string) error {
 		c.PageMapped, err = strconv.ParseBool(val)
 		if err != nil {
 			err = fmt.Errorf("want true or false")
+		}
+	case "page_regime":
+		switch strings.ToLower(val) {
+		case "auto":
+			c.PageFine = false
+		case "fine":
+			c.PageFine = true
+		default:
+			err = fmt.Errorf("want auto or fine")
 		}
 	case "page_release_slack":
 		c.PageReleaseSlack, err = parseFraction(val)
@@ -295,6 +310,9 @@ func (c *Config) validate() error {
 	}
 	if c.PageMapped && c.MaxSplitSize != 0 {
 		return fmt.Errorf("max_split_size_mb cannot be combined with page_mapped: free pages are remapped instead of kept whole")
+	}
+	if c.PageFine && !c.PageMapped {
+		return fmt.Errorf("page_regime:fine needs page_mapped:true")
 	}
 	if c.PageMapped && c.PreallocBytes != 0 {
 		return fmt.Errorf("prealloc_bytes cannot be combined with page_mapped")
@@ -441,6 +459,9 @@ func (c Config) String() string {
 	}
 	if c.PageMapped {
 		parts = append(parts, "page_mapped:true")
+	}
+	if c.PageFine {
+		parts = append(parts, "page_regime:fine")
 	}
 	if c.PageReleaseSlack != 0 {
 		parts = append(parts, "page_release_slack:"+strconv.FormatFloat(c.PageReleaseSlack, 'g', -1, 64))

@@ -71,10 +71,6 @@ var sizeShare uint64 = 256
 // as theirs or fewer (docs/alloc.md, "Two regimes").
 var coarseMaxChunkBytes uint64 = 64 << 20
 
-// forceFine makes every new allocator start in the fine regime (tests of
-// its mechanics without a cap).
-var forceFine = false
-
 // coarseGrowSlack is how far, in the coarse regime, the large pool's
 // reserve may grow above the most it has had active by creating memory
 // outright instead of moving idle chunks: a move costs as many driver
@@ -186,8 +182,15 @@ func (a *Allocator) initPagedLocked() error {
 	pg.vaSize = roundUp(max(a.total, g)*arenaVAFactor, g)
 	pg.chunk = max(roundUp(growChunkBytes, g), g)
 	a.pg = pg
-	a.setPagedRegimeLocked(forceFine || a.capBytes < a.total)
+	a.setPagedRegimeLocked(a.wantFineLocked())
 	return nil
+}
+
+// wantFineLocked says whether the page-mapped mode should run its fine
+// regime: when configured so, under a cap below the device's memory, or
+// once the device was found full.
+func (a *Allocator) wantFineLocked() bool {
+	return a.cfg.PageFine || a.capBytes < a.total || a.pg.deviceFull
 }
 
 // setPagedRegimeLocked chooses the fine regime (memory pressure) or the

@@ -206,15 +206,6 @@ func SetCoarse(maxChunk uint64, slack float64) (restore func()) {
 	return func() { coarseMaxChunkBytes, coarseGrowSlack = oldMax, oldSlack }
 }
 
-// ForceFine makes allocators created until restore start in the fine
-// regime of the page-mapped mode, as under a cap. Not safe while other
-// tests create allocators.
-func ForceFine() (restore func()) {
-	old := forceFine
-	forceFine = true
-	return func() { forceFine = old }
-}
-
 // FineRegime reports whether the page-mapped mode is in its fine regime.
 func (a *Allocator) FineRegime() bool {
 	a.mu.Lock()

@@ -49,6 +49,8 @@ func TestPagedChunkBoundFromCap(t *testing.T) {
 		{name: "64 KiB pages", conf: "page_mapped:true,max_bytes:100MiB", gran: 64 << 10, want: 192 << 10},
 		{name: "bound off", conf: "page_mapped:true,max_bytes:512MiB", off: true, want: 20 * miB},
 		{name: "another share", conf: "page_mapped:true,max_bytes:512MiB", share: 64, want: 8 * miB},
+		{name: "fine regime without a cap", conf: "page_mapped:true,page_regime:fine", want: 20 * miB},
+		{name: "fine regime and a cap", conf: "page_mapped:true,page_regime:fine,max_bytes:2GiB", want: 4 * miB},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestPagedChunkBoundFromCap(t *testing.T) {
 			if got := a.MaxChunkBytes(); got != tt.want {
 				t.Errorf("%s: chunks of at most %d KiB, want %d KiB", tt.conf, got>>10, tt.want>>10)
 			}
-			if fine, want := a.FineRegime(), cfg.MaxBytes != 0 && cfg.MaxBytes < dev || cfg.MaxFraction != 0; fine != want {
+			if fine, want := a.FineRegime(), cfg.PageFine || cfg.MaxBytes != 0 && cfg.MaxBytes < dev || cfg.MaxFraction != 0; fine != want {
 				t.Errorf("%s: fine regime %v, want %v", tt.conf, fine, want)
 			}
 		})
@@ -410,9 +412,8 @@ func TestPagedPressurePropertyRandomOps(t *testing.T) {
 // A small job's chunks are small, a large job's 20 MiB (sizeShare): the
 // bound follows the most the large pool has held.
 func TestPagedChunksFollowTheJobsSize(t *testing.T) {
-	defer alloc.ForceFine()() // sizeShare bounds the fine regime's chunks
 	dev := sim.MustNew(sim.Config{Capacity: 64 << 30})
-	cfg, err := alloc.ParseConfig("page_mapped:true")
+	cfg, err := alloc.ParseConfig("page_mapped:true,page_regime:fine") // sizeShare bounds the fine regime's chunks
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vramhq/vram/alloc"
 	"github.com/vramhq/vram/replay"
 )
 
@@ -47,18 +46,15 @@ func TestPagedRecordedTraces(t *testing.T) {
 	}
 	for _, regime := range []struct {
 		name     string
-		fine     bool
+		conf     string
 		maxRatio float64
 	}{
-		{"fine", true, 1.03},
-		{"coarse", false, 1.04},
+		{"fine", "page_mapped:true,page_regime:fine", 1.03},
+		{"coarse", "page_mapped:true", 1.04},
 	} {
 		t.Run(regime.name, func(t *testing.T) {
-			if regime.fine {
-				defer alloc.ForceFine()()
-			}
 			for _, tr := range traces {
-				rep, err := replay.Measure(tr, replay.Policy{Name: "paged", Conf: "page_mapped:true"},
+				rep, err := replay.Measure(tr, replay.Policy{Name: "paged", Conf: regime.conf},
 					replay.MeasureOptions{Device: replay.SimDevice(141 << 30)})
 				if err != nil {
 					t.Fatalf("%s: %v", tr.Name, err)
@@ -70,7 +66,7 @@ func TestPagedRecordedTraces(t *testing.T) {
 				if r > regime.maxRatio {
 					t.Errorf("%s: reserved/live %.3f, want at most %.2f", tr.Name, r, regime.maxRatio)
 				}
-				if want, ok := expandableCalls[tr.Name]; ok && !regime.fine && calls > want {
+				if want, ok := expandableCalls[tr.Name]; ok && regime.name == "coarse" && calls > want {
 					t.Errorf("%s: %d driver calls, want at most expandable segments' %d", tr.Name, calls, want)
 				}
 				t.Logf("%s: reserved/live %.3f, %d driver calls", tr.Name, r, calls)

@@ -65,24 +65,16 @@ func TestPagedReplayTraces(t *testing.T) {
 		}
 		traces = append(traces, ts...)
 	}
-	type mode struct {
-		name, conf string
-		fine       bool // the fine regime without a cap too (ForceFine)
-	}
-	modes := []mode{
-		{"default", "", false},
-		{"paged", "page_mapped:true", false},
-		{"paged, fine", "page_mapped:true", true},
+	modes := []struct{ name, conf string }{
+		{"default", ""},
+		{"paged", "page_mapped:true"},
+		{"paged, fine", "page_mapped:true,page_regime:fine"}, // the fine regime without a cap too
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| trace | mode | live MiB | reserved MiB | reserved/live | min capacity/live | MemCreate+Malloc | MemMap | MemUnmap | all calls | calls, cap 1.05 × live | calls, cap = min capacity | ns/op p50 | p99 |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, tr := range traces {
 		for _, m := range modes {
-			restore := func() {}
-			if m.fine {
-				restore = alloc.ForceFine()
-			}
 			dev := replay.SimDevice(141 << 30)
 			rep, err := replay.Measure(tr, replay.Policy{Name: m.name, Conf: m.conf}, replay.MeasureOptions{
 				Device:      dev,
@@ -113,7 +105,6 @@ func TestPagedReplayTraces(t *testing.T) {
 				atMin = callsUnder(rep.MinCapacity.Bytes)
 			}
 			at105 := callsUnder(uint64(1.05 * float64(rep.PeakLiveBytes)))
-			restore()
 			s := rep.Stats
 			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.3f | %.3f | %d | %d | %d | %d | %s | %s | %d | %d |\n",
 				tr.Name, m.name, float64(rep.PeakLiveBytes)/(1<<20), float64(rep.PeakReservedBytes)/(1<<20),

@@ -16,6 +16,9 @@ import (
 
 var paged = alloc.Config{PageMapped: true}
 
+// pagedFine runs the fine regime's growth and moves without a cap.
+var pagedFine = alloc.Config{PageMapped: true, PageFine: true}
+
 // fill writes a pattern derived from seed over the whole of [p, p+n).
 func fill(t testing.TB, d alloc.Device, p, n uint64, seed byte) {
 	t.Helper()
@@ -55,8 +58,7 @@ func TestPagedNeedsVirtualMemory(t *testing.T) {
 // Freed pages stay mapped and serve the next request of any size that
 // fits them without a device call.
 func TestPagedCachedReuse(t *testing.T) {
-	defer alloc.ForceFine()() // the fine regime's growth and moves, without a cap
-	a, d := newAlloc(t, giB, paged)
+	a, d := newAlloc(t, giB, pagedFine)
 	var ps []uint64
 	for range 8 {
 		ps = append(ps, mustMalloc(t, a, 16*miB, 0))
@@ -125,9 +127,8 @@ func TestPagedRemapIdlePages(t *testing.T) {
 
 // Physical memory is created only for what idle chunks cannot cover.
 func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
-	defer alloc.ForceFine()()     // the fine regime's growth and moves, without a cap
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
-	a, d := newAlloc(t, giB, paged)
+	a, d := newAlloc(t, giB, pagedFine)
 	x := mustMalloc(t, a, 20*miB, 0)
 	y := mustMalloc(t, a, 20*miB, 0)
 	mustFree(t, a, x) // one idle chunk of 20 MiB
@@ -146,17 +147,16 @@ func TestPagedCreatesOnlyTheShortfall(t *testing.T) {
 // Growth creates what is missing in chunks of at most 20 MiB, and grows
 // ahead to 20 MiB once the large pool holds 64 × that; the cap limits it.
 func TestPagedGrowthChunks(t *testing.T) {
-	defer alloc.ForceFine()()     // the fine regime's growth and moves, without a cap
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
 	t.Run("a large request", func(t *testing.T) {
-		a, d := newAlloc(t, 4*giB, paged)
+		a, d := newAlloc(t, 4*giB, pagedFine)
 		mustMalloc(t, a, 1280*miB, 0)
 		if c := d.Calls(); c.MemCreate != 64 || c.MemMap != 64 || c.MemSetAccess != 1 {
 			t.Errorf("1280 MiB: %d MemCreate, %d MemMap, %d MemSetAccess; want 64, 64, 1", c.MemCreate, c.MemMap, c.MemSetAccess)
 		}
 	})
 	t.Run("ahead", func(t *testing.T) {
-		a, d := newAlloc(t, 4*giB, paged)
+		a, d := newAlloc(t, 4*giB, pagedFine)
 		mustMalloc(t, a, 1280*miB, 0)
 		for i := range 5 { // 5 × 4 MiB fit one 20 MiB chunk
 			mustMalloc(t, a, 4*miB, 0)
@@ -173,7 +173,7 @@ func TestPagedGrowthChunks(t *testing.T) {
 		}
 	})
 	t.Run("small job", func(t *testing.T) {
-		a, _ := newAlloc(t, giB, paged)
+		a, _ := newAlloc(t, giB, pagedFine)
 		mustMalloc(t, a, 4*miB, 0)
 		mustMalloc(t, a, 6*miB, 0)
 		if r := a.Stats().ReservedBytes.All.Current; r != 10*miB {
@@ -181,7 +181,7 @@ func TestPagedGrowthChunks(t *testing.T) {
 		}
 	})
 	t.Run("cap", func(t *testing.T) {
-		cfg := paged
+		cfg := pagedFine
 		cfg.MaxBytes = 1290 * miB
 		a, _ := newAlloc(t, 4*giB, cfg)
 		mustMalloc(t, a, 1280*miB, 0)
@@ -301,9 +301,8 @@ func TestPagedEmptyCache(t *testing.T) {
 // The release policy: idle pages that 16 windows did not need go back,
 // in one batch; a workload that keeps returning to its peak keeps them.
 func TestPagedReleasePolicy(t *testing.T) {
-	defer alloc.ForceFine()()     // the fine regime's growth and moves, without a cap
 	defer alloc.SetSizeShare(0)() // counts 20 MiB chunks: a job this small would get small ones
-	cfg := paged
+	cfg := pagedFine
 	cfg.PageReleaseWindow = 64
 	t.Run("phase change", func(t *testing.T) {
 		a, _ := newAlloc(t, giB, cfg)
@@ -348,7 +347,7 @@ func TestPagedReleasePolicy(t *testing.T) {
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		cfg := paged
+		cfg := pagedFine
 		cfg.PageReleaseWindow = -1
 		a, d := newAlloc(t, giB, cfg)
 		for range 10000 {
@@ -691,7 +690,11 @@ func TestParsePagedConfig(t *testing.T) {
 		{in: "page_mapped:true", want: alloc.Config{PageMapped: true}},
 		{in: "page_mapped:true,page_release_slack:0.1,page_release_window:100", want: alloc.Config{PageMapped: true, PageReleaseSlack: 0.1, PageReleaseWindow: 100}},
 		{in: "page_mapped:true,page_release_window:off", want: alloc.Config{PageMapped: true, PageReleaseWindow: -1}},
+		{in: "page_mapped:true,page_regime:fine", want: alloc.Config{PageMapped: true, PageFine: true}},
+		{in: "page_mapped:true,page_regime:AUTO", want: alloc.Config{PageMapped: true}},
 		{in: "page_mapped:maybe", err: "page_mapped"},
+		{in: "page_mapped:true,page_regime:tight", err: `page_regime: bad value "tight": want auto or fine`},
+		{in: "page_regime:fine", err: "page_regime:fine needs page_mapped:true"},
 		{in: "page_release_window:0", err: "page_release_window"},
 		{in: "page_release_slack:2", err: "page_release_slack"},
 		{in: "page_mapped:true,max_split_size_mb:64", err: "max_split_size_mb"},

@@ -3,7 +3,7 @@
 comparing allocators on real training and generation steps (GPU machine).
 
   python3 train_bench.py --workload {gpt2,resnet,llama_lora,kvgen} \\
-      --allocator {default,expandable,vram,vram_paged,preinstalled} \\
+      --allocator {default,expandable,vram,vram_paged,vram_fine,preinstalled} \\
       [--steps N] [--warmup W] [--seed S] [--batch B] [--cap-gib G] [--json FILE]
 
 Allocators:
@@ -12,6 +12,8 @@ Allocators:
                 before torch is imported)
   vram          vram.torch.install("") before the first CUDA tensor
   vram_paged    vram.torch.install("page_mapped:true")
+  vram_fine     vram.torch.install("page_mapped:true,page_regime:fine"): the
+                page-mapped mode's fine regime without a cap
   preinstalled  nothing is done here: whatever the caller put in place
                 (vram fit --allocator vram ...) is used as it is
 
@@ -52,7 +54,7 @@ any allocator.
 
 --cap-gib G caps the allocator's reserved memory at G GiB: for default and
 expandable through torch.cuda.set_per_process_memory_fraction right after
-CUDA starts; for vram and vram_paged through max_bytes:G GiB in the vram
+CUDA starts; for vram, vram_paged and vram_fine through max_bytes:G GiB in the vram
 configuration (vram's set_per_process_memory_fraction hook is not used, so
 each allocator is capped by its own mechanism, as a user would). With
 preinstalled the cap is the caller's (put max_bytes in its configuration);
@@ -94,7 +96,8 @@ import traceback
 import warnings
 
 WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen", "lstm")
-ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "preinstalled")
+ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "vram_fine", "preinstalled")
+VRAM_ALLOCATORS = ("vram", "vram_paged", "vram_fine")
 DEFAULT_BATCH = {"gpt2": 8, "resnet": 128, "llama_lora": 4, "kvgen": 8, "lstm": 128}
 # (smallest, largest) sequence length; kvgen: prompt length and new tokens.
 SEQ_RANGE = {"gpt2": (64, 1024), "llama_lora": (256, 1024), "lstm": (10, 400)}
@@ -116,7 +119,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=0, help="batch at the largest shape (default per workload)")
     ap.add_argument("--cap-gib", type=float, default=0, help="cap the allocator's memory at this many GiB")
-    ap.add_argument("--vram-conf", default="", help="more vram settings (VRAM_ALLOC_CONF syntax) for vram and vram_paged")
+    ap.add_argument("--vram-conf", default="", help="more vram settings (VRAM_ALLOC_CONF syntax) for vram, vram_paged and vram_fine")
     ap.add_argument("--max-seconds", type=float, default=0,
                     help="end the timed steps after this long (0: no limit); the line says truncated")
     ap.add_argument("--channels-last", action="store_true", help="resnet: channels_last memory format")
@@ -128,8 +131,8 @@ def parse_args(argv=None):
     ap.add_argument("--group-size", type=int, default=1,
                     help="with --gpu-lock: wait until this many runs have imported before taking the lock")
     ap.add_argument("--record-history", default="",
-                    help="record PyTorch's memory history over the whole run and dump it to this pickle "
-                         "(default and expandable only; vram replay reads it)")
+                    help="record the allocator's memory history over the whole run and dump it to this "
+                         "pickle (vram's allocators: its event trace, trace_events; vram replay reads it)")
     ap.add_argument("--run-timeout", type=int, default=0,
                     help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
@@ -139,8 +142,6 @@ def parse_args(argv=None):
         ap.error("--batch %d: must be at least 1" % a.batch)
     if a.steps < 1 or a.warmup < 0 or a.warmup >= a.steps:
         ap.error("--steps %d --warmup %d: want 0 <= warmup < steps" % (a.steps, a.warmup))
-    if a.record_history and a.allocator not in ("default", "expandable"):
-        ap.error("--record-history: PyTorch records its own allocator only (default, expandable)")
     if a.cap_gib < 0:
         ap.error("--cap-gib %g: must not be negative" % a.cap_gib)
     return a
@@ -149,8 +150,12 @@ def parse_args(argv=None):
 def vram_conf(a):
     """The vram configuration string for --allocator vram / vram_paged."""
     parts = []
-    if a.allocator == "vram_paged":
+    if a.allocator in ("vram_paged", "vram_fine"):
         parts.append("page_mapped:true")
+    if a.allocator == "vram_fine":
+        parts.append("page_regime:fine")
+    if a.record_history:  # vram's history is its event trace (torch.cuda.memory._dump_snapshot)
+        parts.append("trace_events:4000000")
     if a.cap_gib:
         parts.append("max_bytes:%gGiB" % a.cap_gib)
     if a.vram_conf:
@@ -474,7 +479,7 @@ def watch_warnings():
 
 def install(a):
     """Put the allocator in place; nothing may have touched CUDA yet."""
-    if a.allocator in ("vram", "vram_paged"):
+    if a.allocator in VRAM_ALLOCATORS:
         import vram
         import vram.torch
         conf = vram_conf(a)
@@ -514,7 +519,7 @@ def run(a, res):
     total = torch.cuda.get_device_properties(0).total_memory
     res["gpu"] = torch.cuda.get_device_name(0)
     res["device_total"] = total
-    if a.cap_gib and a.allocator not in ("vram", "vram_paged"):
+    if a.cap_gib and a.allocator not in VRAM_ALLOCATORS:
         frac = a.cap_gib * 2**30 / total
         if frac > 1:
             raise ValueError("--cap-gib %g: the GPU has only %.1f GiB" % (a.cap_gib, total / 2**30))
@@ -608,7 +613,7 @@ def alloc_counts(a, stats):
     keys = ("allocation.all.allocated", "allocation.all.freed", "num_device_alloc", "num_device_free",
             "num_sync_all_streams", "num_alloc_retries")
     out = {k: stats.get(k) for k in keys if k in stats}
-    if a.allocator in ("vram", "vram_paged", "preinstalled"):
+    if a.allocator in VRAM_ALLOCATORS + ("preinstalled",):
         try:
             import vram
             vs = vram.memory_stats(0)
