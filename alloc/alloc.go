@@ -66,6 +66,7 @@ type block struct {
 	eventCount int32    // outstanding events (pending blocks)
 	uses       []Stream // streams other than stream that used the block
 	seq        uint64   // allocation number, unique per allocation
+	freed      uint64   // free blocks: Allocator.frees when its pages were last freed (0: never used)
 	stack      *callStack
 }
 
@@ -116,6 +117,7 @@ type Allocator struct {
 	segs          []*segment // by address
 	spare         []*block   // recycled block structs
 	seq           uint64     // allocation counter
+	frees         uint64     // free counter: orders block.freed and the page-mapped mode's stream markers
 	pendingEvents int
 	queues        []*eventQueue
 	eventPool     []Event
@@ -422,7 +424,7 @@ func (a *Allocator) allocFoundLocked(b *block, size, req uint64, stack *callStac
 	}
 	if a.shouldSplit(b, size) {
 		r := a.newBlock()
-		r.addr, r.size, r.stream, r.seg = b.addr+size, b.size-size, b.stream, b.seg
+		r.addr, r.size, r.stream, r.seg, r.freed = b.addr+size, b.size-size, b.stream, b.seg, b.freed
 		r.prev, r.next = b, b.next
 		if b.next != nil {
 			b.next.prev = r
@@ -565,6 +567,8 @@ func (a *Allocator) freeBlockLocked(b *block) error {
 		}
 	}
 	b.state = stateFree
+	a.frees++
+	b.freed = a.frees // newer than any neighbour it merges with
 	if prev := b.prev; prev != nil && prev.state == stateFree && !prev.unmapped {
 		a.pools[p].remove(prev)
 		a.st.dec(statInactiveSplit, p, 1)
@@ -641,7 +645,7 @@ func (a *Allocator) growLocked(p int, size, req uint64, s Stream) (*block, error
 		return nil, rerr
 	}
 	if a.pg != nil {
-		if _, rerr := a.releaseIdleLocked(0, 1); rerr != nil {
+		if _, rerr := a.releaseIdleLocked(0, 1, false); rerr != nil {
 			return nil, rerr
 		}
 	}
@@ -774,7 +778,7 @@ func (a *Allocator) EmptyCache() (released uint64, err error) {
 	released, err = a.releaseCachedLocked()
 	if err == nil && a.pg != nil {
 		var n uint64
-		n, err = a.releaseIdleLocked(0, 1)
+		n, err = a.releaseIdleLocked(0, 1, false)
 		released += n
 	}
 	return released, err

@@ -213,3 +213,11 @@ func (a *Allocator) CheckInvariants() error {
 var ClassOf = classOf
 
 const NumClasses = numClasses
+
+// RecordMarkers records the page-mapped mode's stream markers now, as a
+// growth or a release window does after its work.
+func (a *Allocator) RecordMarkers() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recordMarkersLocked()
+}

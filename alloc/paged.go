@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Defaults of the release policy and of growth.
@@ -110,6 +111,15 @@ type pagedState struct {
 	// memory: the fine regime stays whatever the cap.
 	deviceFull bool
 
+	// markers are events recorded on the arenas' streams, each tagged with
+	// the free counter (Allocator.frees) when it was recorded; settled
+	// holds, per stream, the tag of its newest completed marker. A free
+	// block whose freed tag is at most that is settled: the work queued on
+	// its stream before it was freed has run, so its pages may be unmapped
+	// without waiting for the stream (see settledLocked).
+	markers []marker
+	settled []streamTag
+
 	winStart uint64                // allocation number at the start of the current window
 	winPeak  [releaseHorizon]int64 // large-pool active bytes peak of the last windows, this one at winIdx
 	winIdx   int
@@ -150,11 +160,35 @@ type idleRange struct {
 	lo, hi uint64
 }
 
-// idleChunk is a chunk all of whose pages are idle, inside free block b.
+// idleChunk is a chunk all of whose pages are idle, inside free block b;
+// settled says that no work queued on b's stream can still use it.
 type idleChunk struct {
-	c *chunk
-	b *block
+	c       *chunk
+	b       *block
+	settled bool
 }
+
+// marker is an event recorded on stream s when the free counter was at.
+type marker struct {
+	s  Stream
+	ev Event
+	at uint64
+}
+
+// streamTag is a free counter value of one stream.
+type streamTag struct {
+	s  Stream
+	at uint64
+}
+
+// maxMarkers bounds the markers pending on one stream.
+const maxMarkers = 4
+
+// waitSlack is how far a growth may take the large pool's reserve above
+// its active peak by creating memory, rather than wait for a stream to
+// finish with idle pages that it could move instead (see
+// createRatherThanWaitLocked).
+const waitSlack = 0.01
 
 func (a *Allocator) initPagedLocked() error {
 	vm, ok := a.dev.(VirtualMemory)
@@ -326,6 +360,7 @@ func (a *Allocator) detachFreeLocked(b *block) {
 func (a *Allocator) attachFreeLocked(b *block) *block {
 	if prev := b.prev; prev != nil && prev.state == stateFree && prev.unmapped == b.unmapped {
 		a.detachFreeLocked(prev)
+		b.freed = max(b.freed, prev.freed)
 		b.addr, b.size, b.prev = prev.addr, b.size+prev.size, prev.prev
 		if b.prev != nil {
 			b.prev.next = b
@@ -336,6 +371,7 @@ func (a *Allocator) attachFreeLocked(b *block) *block {
 	}
 	if next := b.next; next != nil && next.state == stateFree && next.unmapped == b.unmapped {
 		a.detachFreeLocked(next)
+		b.freed = max(b.freed, next.freed)
 		b.size += next.size
 		b.next = next.next
 		if b.next != nil {
@@ -358,6 +394,7 @@ func (a *Allocator) attachFreeLocked(b *block) *block {
 func (a *Allocator) splitBlock(b *block, x uint64) *block {
 	r := a.newBlock()
 	r.addr, r.size, r.stream, r.seg, r.state, r.unmapped = x, b.addr+b.size-x, b.stream, b.seg, b.state, b.unmapped
+	r.freed = b.freed
 	r.prev, r.next = b, b.next
 	if b.next != nil {
 		b.next.prev = r
@@ -460,10 +497,13 @@ func (a *Allocator) syncStreamLocked(s Stream) error {
 			return nil
 		}
 	}
+	t0 := time.Now()
 	if err := pg.sync.SynchronizeStream(s); err != nil {
 		return fmt.Errorf("alloc: waiting for stream %#x before unmapping its pages: %w", uint64(s), err)
 	}
+	a.st.streamSyncNanos += time.Since(t0).Nanoseconds()
 	a.st.numStreamSyncs++
+	pg.settleLocked(s, a.frees)
 	pg.synced = append(pg.synced, s)
 	return nil
 }
@@ -482,12 +522,26 @@ func (a *Allocator) idleChunksLocked(exLo, exHi uint64) (out []idleChunk, idlePa
 				continue
 			}
 			if c.addr >= r.lo && c.end() <= r.hi {
-				out = append(out, idleChunk{c, r.b})
+				out = append(out, idleChunk{c, r.b, a.settledLocked(r.b)})
 			}
 			at = c.end()
 		}
 	}
 	return out, idlePages
+}
+
+// splitSettled parts idle chunks into the settled ones and the others,
+// reusing cands' array for the first.
+func splitSettled(cands []idleChunk) (ready, waiting []idleChunk) {
+	ready = cands[:0]
+	for _, c := range cands {
+		if c.settled {
+			ready = append(ready, c)
+		} else {
+			waiting = append(waiting, c)
+		}
+	}
+	return ready, waiting
 }
 
 // pickChunks chooses idle chunks to move into a run that needs need more
@@ -550,8 +604,10 @@ func (a *Allocator) unmapChunksLocked(picks []idleChunk) ([]*chunk, error) {
 	sort.Slice(picks, func(i, j int) bool { return picks[i].c.addr > picks[j].c.addr })
 	var out []*chunk
 	for _, p := range picks {
-		if err := a.syncStreamLocked(p.b.stream); err != nil {
-			return out, err
+		if !p.settled {
+			if err := a.syncStreamLocked(p.b.stream); err != nil {
+				return out, err
+			}
 		}
 		c, ar := p.c, p.b.seg.arena
 		if err := a.pg.vm.MemUnmap(c.addr, c.size); err != nil {
@@ -622,11 +678,20 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	}
 	pg.synced = pg.synced[:0]
 	lo, room := p.u.addr, p.u.size
+	a.pollMarkersLocked()
+	defer a.recordMarkersLocked()
 	cands, idle := a.idleChunksLocked(p.start/g*g, roundUp(p.runEnd, g))
 	var picks []idleChunk
 	var moved uint64
 	if !a.growFreelyLocked(need) {
-		picks, moved = pickChunks(cands, need, room, p.u.stream)
+		// Settled chunks first: they move without a wait. The others only
+		// when creating what is still needed would pass the wait slack.
+		ready, waiting := splitSettled(cands)
+		picks, moved = pickChunks(ready, need, room, p.u.stream)
+		if moved < need && len(waiting) > 0 && !a.createRatherThanWaitLocked(need, need-moved) {
+			more, m := pickChunks(waiting, need-moved, room-moved, p.u.stream)
+			picks, moved = append(picks, more...), moved+m
+		}
 	}
 	var short, create uint64
 	if moved < need {
@@ -860,17 +925,22 @@ func (a *Allocator) pagedTickLocked() error {
 	pg.winIdx = (pg.winIdx + 1) % releaseHorizon
 	pg.winPeak[pg.winIdx], pg.winStart = act, a.seq
 	// Keep enough idle pages to grow back to the peak, plus the slack.
+	// Only settled pages go: a release never waits for a stream, and the
+	// others are settled by the next window, markers recorded now.
 	keep := uint64(peak-act) + uint64(pg.slack*float64(peak))
-	_, err := a.releaseIdleLocked(keep, minTrimPages)
+	defer a.recordMarkersLocked()
+	_, err := a.releaseIdleLocked(keep, minTrimPages, true)
 	return err
 }
 
 // releaseIdleLocked releases idle chunks, highest addresses first, as long
 // as keep bytes of idle pages stay, when at least minPages pages can go;
-// it returns the bytes released. Idle pages in a chunk that is partly in
-// use stay: the driver cannot unmap part of a mapping.
-func (a *Allocator) releaseIdleLocked(keep uint64, minPages uint64) (uint64, error) {
+// it returns the bytes released. With settledOnly it releases only settled
+// chunks, which need no wait for their stream. Idle pages in a chunk that
+// is partly in use stay: the driver cannot unmap part of a mapping.
+func (a *Allocator) releaseIdleLocked(keep, minPages uint64, settledOnly bool) (uint64, error) {
 	pg := a.pg
+	a.pollMarkersLocked()
 	g := pg.gran
 	cands, idle := a.idleChunksLocked(0, 0)
 	keepPages := (keep + g - 1) / g
@@ -881,6 +951,9 @@ func (a *Allocator) releaseIdleLocked(keep uint64, minPages uint64) (uint64, err
 	var picks []idleChunk
 	var pages uint64
 	for _, c := range cands {
+		if settledOnly && !c.settled {
+			continue
+		}
 		if n := c.c.size / g; idle-pages >= keepPages+n {
 			picks = append(picks, c)
 			pages += n
@@ -905,7 +978,8 @@ func (a *Allocator) releaseIdleLocked(keep uint64, minPages uint64) (uint64, err
 // closePagedLocked unmaps and releases every page and frees the arenas'
 // address space; nothing may be live.
 func (a *Allocator) closePagedLocked() error {
-	if _, err := a.releaseIdleLocked(0, 1); err != nil {
+	a.dropMarkersLocked()
+	if _, err := a.releaseIdleLocked(0, 1, false); err != nil {
 		return err
 	}
 	for _, ar := range a.pg.arenas {
@@ -922,4 +996,115 @@ func (a *Allocator) closePagedLocked() error {
 	}
 	a.pg.arenas = nil
 	return nil
+}
+
+// settledAtLocked returns the free counter up to which stream s's frees
+// are settled.
+func (pg *pagedState) settledAtLocked(s Stream) uint64 {
+	for _, t := range pg.settled {
+		if t.s == s {
+			return t.at
+		}
+	}
+	return 0
+}
+
+// settleLocked records that stream s's frees up to counter at are settled.
+func (pg *pagedState) settleLocked(s Stream, at uint64) {
+	for i, t := range pg.settled {
+		if t.s == s {
+			pg.settled[i].at = max(t.at, at)
+			return
+		}
+	}
+	pg.settled = append(pg.settled, streamTag{s, at})
+}
+
+// settledLocked reports whether the pages of free block b may be unmapped
+// without waiting for its stream: no pages were ever used, a completed
+// marker or a wait came after b's last free, or the backend needs no
+// waits at all.
+func (a *Allocator) settledLocked(b *block) bool {
+	return a.pg.sync == nil || b.freed == 0 || b.freed <= a.pg.settledAtLocked(b.stream)
+}
+
+// pollMarkersLocked asks each pending marker, without blocking, whether
+// it has completed, and settles its stream's frees up to it if so. A
+// marker the driver cannot answer for is dropped: the pages stay
+// unsettled, and moving them waits for the stream as without markers.
+func (a *Allocator) pollMarkersLocked() {
+	pg := a.pg
+	n := 0
+	for _, m := range pg.markers {
+		done, err := a.dev.EventQuery(m.ev)
+		switch {
+		case err != nil:
+			_ = a.dev.EventDestroy(m.ev)
+		case done:
+			pg.settleLocked(m.s, m.at)
+			a.eventPool = append(a.eventPool, m.ev)
+		default:
+			pg.markers[n] = m
+			n++
+		}
+	}
+	clear(pg.markers[n:])
+	pg.markers = pg.markers[:n]
+}
+
+// recordMarkersLocked records a marker on each arena's stream that has
+// frees since its newest marker, unless maxMarkers are pending there. It
+// needs a backend that waits for streams (pg.sync); without one every page
+// is settled. A marker that cannot be recorded is skipped.
+func (a *Allocator) recordMarkersLocked() {
+	pg := a.pg
+	if pg.sync == nil {
+		return
+	}
+	for _, ar := range pg.arenas {
+		s := ar.seg.stream
+		newest, pending := pg.settledAtLocked(s), 0
+		for _, m := range pg.markers {
+			if m.s == s {
+				newest, pending = max(newest, m.at), pending+1
+			}
+		}
+		if newest >= a.frees || pending >= maxMarkers {
+			continue
+		}
+		ev, err := a.getEventLocked()
+		if err != nil {
+			continue
+		}
+		if err := a.dev.EventRecord(ev, s); err != nil {
+			a.eventPool = append(a.eventPool, ev)
+			continue
+		}
+		pg.markers = append(pg.markers, marker{s, ev, a.frees})
+	}
+}
+
+// dropMarkersLocked returns the pending markers' events to the pool
+// (Close, after every stream was waited for).
+func (a *Allocator) dropMarkersLocked() {
+	for _, m := range a.pg.markers {
+		a.eventPool = append(a.eventPool, m.ev)
+	}
+	a.pg.markers = nil
+}
+
+// createRatherThanWaitLocked reports whether a growth may create short
+// bytes instead of moving idle chunks that are not settled, which would
+// wait for their stream: the reserve stays within waitSlack of the large
+// pool's active peak (counting a request of need bytes) and under the cap.
+// Waiting stalls the program until the GPU catches up with it; a little
+// more memory for a while does not, and the pages are moved or released
+// once settled.
+func (a *Allocator) createRatherThanWaitLocked(need, short uint64) bool {
+	if a.reservedLocked()+short > a.capBytes {
+		return false
+	}
+	res := a.st.s[statReservedBytes][poolLarge+1].Current
+	peak := max(a.st.s[statActiveBytes][poolLarge+1].Peak, a.st.s[statActiveBytes][poolLarge+1].Current+int64(need))
+	return float64(res+int64(short)) <= (1+waitSlack)*float64(peak)
 }

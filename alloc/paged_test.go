@@ -736,3 +736,104 @@ func Example_pageMapped() {
 	a.Free(p)
 	// Output: reserved 80 MiB, chunks created 4, mapped 6, unmapped 2
 }
+
+// waitingSim is the simulated device with a stream wait, as the CUDA
+// backend has: the page-mapped mode then waits for a free block's stream
+// before it unmaps the block's pages, unless a completed marker says that
+// the stream is past the free.
+type waitingSim struct {
+	*sim.Device
+	waits int
+}
+
+func (w *waitingSim) SynchronizeStream(s alloc.Stream) error {
+	w.waits++
+	w.CompleteStream(s)
+	return nil
+}
+
+// Moving idle chunks waits for their stream only when no completed marker
+// was recorded after they were freed; a growth well under the large pool's
+// active peak creates memory rather than wait.
+func TestPagedMovesSettledChunksWithoutWaiting(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // 20 MiB chunks, one per block
+	cases := []struct {
+		name      string
+		run       func(t *testing.T, a *alloc.Allocator, d *waitingSim, free func(i int))
+		waits     int
+		createMiB uint64
+	}{
+		{"no marker", func(t *testing.T, a *alloc.Allocator, d *waitingSim, free func(int)) {
+			free(0)
+			free(2)
+		}, 1, 0},
+		{"a completed marker after the frees", func(t *testing.T, a *alloc.Allocator, d *waitingSim, free func(int)) {
+			free(0)
+			free(2)
+			a.RecordMarkers()
+			d.CompleteEvents()
+		}, 0, 0},
+		{"a marker still pending", func(t *testing.T, a *alloc.Allocator, d *waitingSim, free func(int)) {
+			free(0)
+			free(2)
+			a.RecordMarkers()
+		}, 1, 0},
+		{"a completed marker between the frees", func(t *testing.T, a *alloc.Allocator, d *waitingSim, free func(int)) {
+			free(0)
+			a.RecordMarkers()
+			free(2)
+			d.CompleteEvents()
+		}, 1, 0},
+		{"well under the peak", func(t *testing.T, a *alloc.Allocator, d *waitingSim, free func(int)) {
+			big := mustMalloc(t, a, 2*giB, 0)
+			mustFree(t, a, big)
+			if _, err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			free(0)
+			free(2)
+		}, 0, 40},
+	}
+	for _, cfg := range []alloc.Config{paged, pagedFine} {
+		for _, c := range cases {
+			t.Run(cfg.String()+"/"+c.name, func(t *testing.T) {
+				d := &waitingSim{Device: sim.MustNew(sim.Config{Capacity: 4 * giB, HoldEvents: true})}
+				a, err := alloc.New(d, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ps [4]uint64
+				for i := range ps {
+					ps[i] = mustMalloc(t, a, 20*miB, 0)
+					fill(t, d, ps[i], 20*miB, byte(i))
+				}
+				c.run(t, a, d, func(i int) { mustFree(t, a, ps[i]) })
+				w0, r0 := d.waits, a.Stats().ReservedBytes.All.Current
+				p := mustMalloc(t, a, 40*miB, 0) // two 20 MiB holes, none fits
+				check(t, a)
+				if got := d.waits - w0; got != c.waits {
+					t.Errorf("%d stream waits, want %d", got, c.waits)
+				}
+				if got := a.Stats().NumStreamSyncs; got != int64(d.waits) {
+					t.Errorf("num_stream_syncs %d, the device saw %d waits", got, d.waits)
+				}
+				if got := uint64(a.Stats().ReservedBytes.All.Current-r0) / miB; got != c.createMiB {
+					t.Errorf("%d MiB created, want %d", got, c.createMiB)
+				}
+				fill(t, d, p, 40*miB, 9)
+				same(t, d, ps[1], 20*miB, 1)
+				same(t, d, ps[3], 20*miB, 3)
+				for _, q := range []uint64{p, ps[1], ps[3]} {
+					mustFree(t, a, q)
+				}
+				d.CompleteEvents()
+				if err := a.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				if n := d.LiveEvents(); n != 0 {
+					t.Errorf("%d events left after Close", n)
+				}
+			})
+		}
+	}
+}

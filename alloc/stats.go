@@ -52,6 +52,7 @@ type Stats struct {
 	NumMemMap           int64 `json:"num_mem_map"`          // pages mapped (page-mapped mode)
 	NumMemUnmap         int64 `json:"num_mem_unmap"`        // pages unmapped (page-mapped mode)
 	NumStreamSyncs      int64 `json:"num_stream_syncs"`     // streams waited for before unmapping
+	StreamSyncNanos     int64 `json:"stream_sync_ns"`       // time spent in those waits
 	NumPageReleases     int64 `json:"num_page_releases"`    // batches of idle pages released
 	NumSyncAllStreams   int64 `json:"num_sync_all_streams"` // waits for all outstanding events
 	OversizeAllocations Stat  `json:"oversize_allocations"` // allocations of max_split_size or more
@@ -125,6 +126,7 @@ type statsState struct {
 	numMemMap           int64
 	numMemUnmap         int64
 	numStreamSyncs      int64
+	streamSyncNanos     int64
 	numPageTrims        int64
 }
 
@@ -182,6 +184,7 @@ func (st *statsState) export(maxSplit uint64) Stats {
 		NumMemMap:           st.numMemMap,
 		NumMemUnmap:         st.numMemUnmap,
 		NumStreamSyncs:      st.numStreamSyncs,
+		StreamSyncNanos:     st.streamSyncNanos,
 		NumPageReleases:     st.numPageTrims,
 		OversizeAllocations: st.oversizeAllocations,
 		OversizeSegments:    st.oversizeSegments,
@@ -234,6 +237,7 @@ func (s Stats) Map() map[string]int64 {
 	m["num_mem_map"] = s.NumMemMap
 	m["num_mem_unmap"] = s.NumMemUnmap
 	m["num_stream_syncs"] = s.NumStreamSyncs
+	m["stream_sync_ns"] = s.StreamSyncNanos
 	m["num_page_releases"] = s.NumPageReleases
 	m["max_split_size"] = s.MaxSplitSize
 	return m
@@ -267,4 +271,5 @@ func (a *Allocator) ResetAccumulatedStats() {
 	a.st.numAllocRetries, a.st.numOOMs = 0, 0
 	a.st.numDeviceAlloc, a.st.numDeviceFree, a.st.numSyncAllStreams = 0, 0, 0
 	a.st.numMemMap, a.st.numMemUnmap, a.st.numStreamSyncs, a.st.numPageTrims = 0, 0, 0, 0
+	a.st.streamSyncNanos = 0
 }

@@ -618,7 +618,8 @@ def alloc_counts(a, stats):
             import vram
             vs = vram.memory_stats(0)
             for k in ("num_device_alloc", "num_device_free", "num_mem_map", "num_mem_unmap",
-                      "num_stream_syncs", "num_page_releases", "num_alloc_retries"):
+                      "num_stream_syncs", "stream_sync_ns", "num_page_releases",
+                      "num_alloc_retries"):
                 if k in vs:
                     out["vram." + k] = vs[k]
         except Exception as e:  # the figures are extra; the run stands without them
