@@ -186,9 +186,17 @@
 //     starting at the mapped free block just before it if any: the place
 //     needing the fewest new pages wins, then the tightest, then the lowest.
 //  3. Map the missing pages: first whole idle chunks taken from anywhere
-//     (any stream, after waiting for that stream when the backend can:
-//     cuMemUnmap does not wait for work in flight), one MemUnmap and one
-//     MemMap each; only for the rest, MemCreate new chunks. One
+//     (any stream), one MemUnmap and one MemMap each; only for the rest,
+//     MemCreate new chunks. cuMemUnmap does not wait for work in flight,
+//     so a chunk whose stream may still use it is moved only after a wait
+//     for that stream, unless it is settled: after each growth and release
+//     window the allocator records an event (a marker, at most 4 pending
+//     per stream) on each stream with new frees, tagged with the count of
+//     frees so far, and a block freed before the tag of a completed marker
+//     (cuEventQuery, which does not block) needs no wait. Settled chunks
+//     move first; unsettled ones only when creating the rest would take
+//     the reserve more than 1 % above the active peak, or past the cap.
+//     A release window releases only settled chunks. One
 //     MemSetAccess covers the run. In the fine regime (below) new physical
 //     memory is created only when idle chunks cannot cover the request, so
 //     reserved memory grows only when every chunk holds a live block; the
@@ -214,8 +222,8 @@
 //     H200 (leak_retained_graph 98 against 117, lstm_varlen 274 against
 //     586, model_switch 170 against 459, resnet_varbatch 786 against 1,360),
 //     at reserved/live 1.011-1.036 on the simulated device.
-//   - fine (a cap below the device's memory, or after MemCreate found the
-//     device full): growth creates the shortfall rounded up to pages, ahead
+//   - fine (a cap below the device's memory, after MemCreate found the
+//     device full, or page_regime:fine): growth creates the shortfall rounded up to pages, ahead
 //     by up to 20 MiB once the large pool holds 64 times that, in chunks of
 //     at most 20 MiB and of at most 1/256 of the most the large pool has
 //     held (sizeShare): a job of 5 GiB or more grows in 20 MiB chunks, a
@@ -271,7 +279,8 @@
 // Statistics: reserved_bytes counts mapped pages (plus small segments);
 // num_device_alloc and num_device_free count MemCreate and MemRelease
 // too; num_mem_map, num_mem_unmap (calls, one per chunk),
-// num_stream_syncs and num_page_releases count the page work. The segment
+// num_stream_syncs (stream_sync_ns, the time spent in those waits) and
+// num_page_releases count the page work. The segment
 // statistics count an arena as one segment; a Snapshot shows an arena with its mapped size
 // and without its unmapped ranges.
 //
