@@ -22,6 +22,7 @@ package alloc_test
 //	oom_gpu_test.go    out of memory at the device's capacity and at a cap
 //	soak_gpu_test.go   a million random operations, then a leak check
 //	bench_gpu_test.go  benchmarks and per-operation latency against the driver
+//	paged_gpu_test.go  the page-mapped mode's stream markers
 
 import (
 	"bytes"
