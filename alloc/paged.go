@@ -793,12 +793,17 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 // large pool's reserve stays within coarseGrowSlack of the most it has had
 // active, counting this request.
 func (a *Allocator) growFreelyLocked(need uint64) bool {
-	if a.pg.fine || coarseGrowSlack <= 0 {
-		return false
-	}
+	return !a.pg.fine && coarseGrowSlack > 0 && a.reserveWithinLocked(need, need, coarseGrowSlack)
+}
+
+// reserveWithinLocked reports whether creating add more bytes keeps the
+// large pool's reserve within slack of its peak of active bytes, counting
+// a request of need bytes on top of what is active now.
+func (a *Allocator) reserveWithinLocked(need, add uint64, slack float64) bool {
 	res := a.st.s[statReservedBytes][poolLarge+1].Current
-	peak := max(a.st.s[statActiveBytes][poolLarge+1].Peak, a.st.s[statActiveBytes][poolLarge+1].Current+int64(need))
-	return float64(res+int64(need)) <= (1+coarseGrowSlack)*float64(peak)
+	act := a.st.s[statActiveBytes][poolLarge+1]
+	peak := max(act.Peak, act.Current+int64(need))
+	return float64(res+int64(add)) <= (1+slack)*float64(peak)
 }
 
 // markMappedLocked records that pages [u.addr, at) of unmapped block u are
@@ -1084,8 +1089,10 @@ func (a *Allocator) recordMarkersLocked() {
 	}
 }
 
-// dropMarkersLocked returns the pending markers' events to the pool
-// (Close, after every stream was waited for).
+// dropMarkersLocked returns the pending markers' events to the pool, to
+// be destroyed with it (Close; destroying an event still pending is
+// allowed, and the release that follows waits for every unsettled
+// stream).
 func (a *Allocator) dropMarkersLocked() {
 	for _, m := range a.pg.markers {
 		a.eventPool = append(a.eventPool, m.ev)
@@ -1101,10 +1108,5 @@ func (a *Allocator) dropMarkersLocked() {
 // more memory for a while does not, and the pages are moved or released
 // once settled.
 func (a *Allocator) createRatherThanWaitLocked(need, short uint64) bool {
-	if a.reservedLocked()+short > a.capBytes {
-		return false
-	}
-	res := a.st.s[statReservedBytes][poolLarge+1].Current
-	peak := max(a.st.s[statActiveBytes][poolLarge+1].Peak, a.st.s[statActiveBytes][poolLarge+1].Current+int64(need))
-	return float64(res+int64(short)) <= (1+waitSlack)*float64(peak)
+	return a.reservedLocked()+short <= a.capBytes && a.reserveWithinLocked(need, short, waitSlack)
 }
