@@ -675,7 +675,9 @@ func (a *Allocator) newSegmentLocked(size uint64, p int, s Stream) (*segment, er
 		return nil, &noRoomError{fmt.Errorf("growing by %s would pass %s of %s (%s reserved)",
 			formatBytes(size), what, formatBytes(a.capBytes), formatBytes(r))}
 	}
+	t0 := time.Now()
 	addr, err := a.dev.Malloc(size)
+	a.st.deviceTime(t0)
 	if err != nil {
 		if errors.Is(err, ErrDeviceOutOfMemory) {
 			return nil, &noRoomError{fmt.Errorf("device malloc of %s: %w", formatBytes(size), err)}
@@ -707,7 +709,10 @@ func (seg *segment) releasable() bool {
 // releaseSegmentLocked returns a releasable segment to the device. On a
 // device error nothing changes.
 func (a *Allocator) releaseSegmentLocked(seg *segment) error {
-	if err := a.dev.Free(seg.addr); err != nil {
+	t0 := time.Now()
+	err := a.dev.Free(seg.addr)
+	a.st.deviceTime(t0)
+	if err != nil {
 		return fmt.Errorf("alloc: device free of %#x (%d bytes): %w", seg.addr, seg.size, err)
 	}
 	a.st.numDeviceFree++

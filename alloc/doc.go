@@ -280,7 +280,8 @@
 // num_device_alloc and num_device_free count MemCreate and MemRelease
 // too; num_mem_map, num_mem_unmap (calls, one per chunk),
 // num_stream_syncs (stream_sync_ns, the time spent in those waits) and
-// num_page_releases count the page work. The segment
+// num_page_releases count the page work; device_call_ns is the time spent
+// in the device calls themselves (in both modes). The segment
 // statistics count an arena as one segment; a Snapshot shows an arena with its mapped size
 // and without its unmapped ranges.
 //

@@ -610,7 +610,10 @@ func (a *Allocator) unmapChunksLocked(picks []idleChunk) ([]*chunk, error) {
 			}
 		}
 		c, ar := p.c, p.b.seg.arena
-		if err := a.pg.vm.MemUnmap(c.addr, c.size); err != nil {
+		t0 := time.Now()
+		err := a.pg.vm.MemUnmap(c.addr, c.size)
+		a.st.deviceTime(t0)
+		if err != nil {
 			return out, fmt.Errorf("alloc: unmapping %s at %#x: %w", formatBytes(c.size), c.addr, err)
 		}
 		a.st.numMemUnmap++
@@ -649,7 +652,10 @@ func (a *Allocator) markUnmappedLocked(b *block, lo, hi uint64) {
 // releaseChunksLocked returns unmapped chunks to the device.
 func (a *Allocator) releaseChunksLocked(cs []*chunk) error {
 	for i, c := range cs {
-		if err := a.pg.vm.MemRelease(c.h); err != nil {
+		t0 := time.Now()
+		err := a.pg.vm.MemRelease(c.h)
+		a.st.deviceTime(t0)
+		if err != nil {
 			return fmt.Errorf("alloc: releasing %s of physical memory (%d more chunks not released): %w", formatBytes(c.size), len(cs)-i-1, err)
 		}
 		a.st.numDeviceFree++
@@ -726,7 +732,9 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	}
 	for created := uint64(0); created < create; {
 		n := min(create-created, pg.maxChunk, bound)
+		t0 := time.Now()
 		h, err := pg.vm.MemCreate(n)
+		a.st.deviceTime(t0)
 		if err != nil && errors.Is(err, ErrDeviceOutOfMemory) {
 			a.deviceFullLocked()
 			if created >= short {
@@ -737,7 +745,9 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 			create = short
 			if m := min(short-created, pg.maxChunk, bound); m < n {
 				n = m
+				t0 = time.Now()
 				h, err = pg.vm.MemCreate(n)
+				a.st.deviceTime(t0)
 			}
 		}
 		if err != nil {
@@ -759,7 +769,10 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	at := lo
 	var mapErr error
 	for i, c := range hand {
-		if err := pg.vm.MemMap(at, c.size, c.h); err != nil {
+		t0 := time.Now()
+		err := pg.vm.MemMap(at, c.size, c.h)
+		a.st.deviceTime(t0)
+		if err != nil {
 			mapErr = errors.Join(fmt.Errorf("alloc: mapping %s at %#x: %w", formatBytes(c.size), at, err), a.releaseChunksLocked(hand[i:]))
 			break
 		}
@@ -770,7 +783,10 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		at += c.size
 	}
 	if at > lo {
-		if err := pg.vm.MemSetAccess(lo, at-lo); err != nil {
+		t0 := time.Now()
+		err := pg.vm.MemSetAccess(lo, at-lo)
+		a.st.deviceTime(t0)
+		if err != nil {
 			// Pages without access must not be handed out: take them back.
 			return nil, errors.Join(fmt.Errorf("alloc: setting access to %#x+%d: %w", lo, at-lo, err), mapErr, a.unmapFreshLocked(ar, lo, at))
 		}
@@ -835,7 +851,10 @@ func (a *Allocator) unmapFreshLocked(ar *arena, lo, hi uint64) error {
 			continue
 		}
 		at = c.end()
-		if err := a.pg.vm.MemUnmap(c.addr, c.size); err != nil {
+		t0 := time.Now()
+		err := a.pg.vm.MemUnmap(c.addr, c.size)
+		a.st.deviceTime(t0)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("alloc: unmapping %#x+%d (its physical memory is lost until Close): %w", c.addr, c.size, err))
 			continue
 		}

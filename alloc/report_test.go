@@ -45,8 +45,8 @@ func TestStatsMapKeys(t *testing.T) {
 	a, _ := newAlloc(t, giB, alloc.Config{})
 	p := mustMalloc(t, a, 5000, 0)
 	m := a.StatsMap()
-	// 9 pool statistics × 3 pools × 4 fields, 2 oversize × 4, 11 scalars.
-	if len(m) != 9*3*4+2*4+11 {
+	// 9 pool statistics × 3 pools × 4 fields, 2 oversize × 4, 12 scalars.
+	if len(m) != 9*3*4+2*4+12 {
 		t.Fatalf("%d keys", len(m))
 	}
 	for key, want := range map[string]int64{

@@ -2,6 +2,8 @@ package alloc
 
 // Statistics with PyTorch's names and semantics. See doc.go for an overview.
 
+import "time"
+
 // Stat is one statistic: its current value, the highest value since the
 // last ResetPeakStats, and the sums of increases (Allocated) and decreases
 // (Freed) since the last ResetAccumulatedStats.
@@ -53,6 +55,7 @@ type Stats struct {
 	NumMemUnmap         int64 `json:"num_mem_unmap"`        // pages unmapped (page-mapped mode)
 	NumStreamSyncs      int64 `json:"num_stream_syncs"`     // streams waited for before unmapping
 	StreamSyncNanos     int64 `json:"stream_sync_ns"`       // time spent in those waits
+	DeviceCallNanos     int64 `json:"device_call_ns"`       // time spent in the device's memory calls (waits excluded)
 	NumPageReleases     int64 `json:"num_page_releases"`    // batches of idle pages released
 	NumSyncAllStreams   int64 `json:"num_sync_all_streams"` // waits for all outstanding events
 	OversizeAllocations Stat  `json:"oversize_allocations"` // allocations of max_split_size or more
@@ -127,7 +130,15 @@ type statsState struct {
 	numMemUnmap         int64
 	numStreamSyncs      int64
 	streamSyncNanos     int64
+	deviceCallNanos     int64
 	numPageTrims        int64
+}
+
+// deviceTime adds the time since t0, when a device call began, to the time
+// spent in the device's memory calls. Only the paths that call the device
+// read the clock; the cached path does not.
+func (st *statsState) deviceTime(t0 time.Time) {
+	st.deviceCallNanos += time.Since(t0).Nanoseconds()
 }
 
 func (st *statsState) inc(kind, pool int, n int64) {
@@ -185,6 +196,7 @@ func (st *statsState) export(maxSplit uint64) Stats {
 		NumMemUnmap:         st.numMemUnmap,
 		NumStreamSyncs:      st.numStreamSyncs,
 		StreamSyncNanos:     st.streamSyncNanos,
+		DeviceCallNanos:     st.deviceCallNanos,
 		NumPageReleases:     st.numPageTrims,
 		OversizeAllocations: st.oversizeAllocations,
 		OversizeSegments:    st.oversizeSegments,
@@ -238,6 +250,7 @@ func (s Stats) Map() map[string]int64 {
 	m["num_mem_unmap"] = s.NumMemUnmap
 	m["num_stream_syncs"] = s.NumStreamSyncs
 	m["stream_sync_ns"] = s.StreamSyncNanos
+	m["device_call_ns"] = s.DeviceCallNanos
 	m["num_page_releases"] = s.NumPageReleases
 	m["max_split_size"] = s.MaxSplitSize
 	return m
@@ -271,5 +284,5 @@ func (a *Allocator) ResetAccumulatedStats() {
 	a.st.numAllocRetries, a.st.numOOMs = 0, 0
 	a.st.numDeviceAlloc, a.st.numDeviceFree, a.st.numSyncAllStreams = 0, 0, 0
 	a.st.numMemMap, a.st.numMemUnmap, a.st.numStreamSyncs, a.st.numPageTrims = 0, 0, 0, 0
-	a.st.streamSyncNanos = 0
+	a.st.streamSyncNanos, a.st.deviceCallNanos = 0, 0
 }

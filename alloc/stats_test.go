@@ -3,8 +3,10 @@ package alloc_test
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/vramhq/vram/alloc"
+	"github.com/vramhq/vram/alloc/sim"
 )
 
 // TestStatsAccumulated checks the sums that the allocator derives when
@@ -90,5 +92,59 @@ func TestStatsAccumulated(t *testing.T) {
 	}
 	for _, l := range ptrs {
 		mustFree(t, a, l.ptr)
+	}
+}
+
+// slowSim is the simulated device with memory calls that take at least
+// delay each, as the driver's take tens of µs.
+type slowSim struct {
+	*sim.Device
+	delay time.Duration
+}
+
+func (d slowSim) Malloc(n uint64) (uint64, error) { time.Sleep(d.delay); return d.Device.Malloc(n) }
+func (d slowSim) MemCreate(n uint64) (alloc.PhysHandle, error) {
+	time.Sleep(d.delay)
+	return d.Device.MemCreate(n)
+}
+
+// device_call_ns adds up the time spent in device calls: at least the
+// calls' delay for each growth, nothing for a request served from the
+// cache, and zero after ResetAccumulatedStats.
+func TestDeviceCallTime(t *testing.T) {
+	const delay = 2 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		cfg  alloc.Config
+	}{
+		{"segments", alloc.Config{}},
+		{"page-mapped", alloc.Config{PageMapped: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := alloc.New(slowSim{newDev(t, giB), delay}, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			p := mustMalloc(t, a, 30*miB, 0)
+			s1 := a.Stats()
+			if min := s1.NumDeviceAlloc * int64(delay); s1.DeviceCallNanos < min {
+				t.Errorf("device_call_ns %d after %d device allocations of at least %v each, want >= %d", s1.DeviceCallNanos, s1.NumDeviceAlloc, delay, min)
+			}
+			if m := a.StatsMap()["device_call_ns"]; m != s1.DeviceCallNanos {
+				t.Errorf("StatsMap device_call_ns %d, Stats %d", m, s1.DeviceCallNanos)
+			}
+			mustFree(t, a, p)
+			q := mustMalloc(t, a, 30*miB, 0) // from the cache
+			if s2 := a.Stats(); s2.NumDeviceAlloc != s1.NumDeviceAlloc || s2.DeviceCallNanos-s1.DeviceCallNanos >= int64(delay) {
+				t.Errorf("a cached request: %d more device allocations, %d ns more in device calls; want 0 and under %v",
+					s2.NumDeviceAlloc-s1.NumDeviceAlloc, s2.DeviceCallNanos-s1.DeviceCallNanos, delay)
+			}
+			mustFree(t, a, q)
+			a.ResetAccumulatedStats()
+			if s := a.Stats(); s.DeviceCallNanos != 0 {
+				t.Errorf("device_call_ns %d after ResetAccumulatedStats, want 0", s.DeviceCallNanos)
+			}
+		})
 	}
 }

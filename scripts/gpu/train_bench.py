@@ -550,9 +550,12 @@ def run(a, res):
     res.update(b.extra)
 
     times, losses, started, truncated = [], [], None, False
+    at_warm = None
     for i in range(a.steps):
         data = b.make_input(i)
         torch.cuda.synchronize()
+        if i == a.warmup:
+            at_warm = driver_counters(a)
         t0 = time.perf_counter()
         loss = b.step(i, data)
         torch.cuda.synchronize()
@@ -572,6 +575,8 @@ def run(a, res):
     res["alloc_retries"] = stats.get("num_alloc_retries")
     res["num_ooms"] = stats.get("num_ooms")
     res["alloc_counts"] = alloc_counts(a, stats)
+    if at_warm is not None:
+        res["timed_alloc"] = timed_alloc(at_warm, driver_counters(a), sum(times))
     if a.record_history:
         torch.cuda.memory._dump_snapshot(a.record_history)
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -618,12 +623,44 @@ def alloc_counts(a, stats):
             import vram
             vs = vram.memory_stats(0)
             for k in ("num_device_alloc", "num_device_free", "num_mem_map", "num_mem_unmap",
-                      "num_stream_syncs", "stream_sync_ns", "num_page_releases",
+                      "num_stream_syncs", "stream_sync_ns", "device_call_ns", "num_page_releases",
                       "num_alloc_retries"):
                 if k in vs:
                     out["vram." + k] = vs[k]
         except Exception as e:  # the figures are extra; the run stands without them
             out["vram_error"] = "%s: %s" % (qualname(e), first_line(e))
+    return out
+
+
+TIMED_KEYS = ("num_device_alloc", "num_device_free", "num_mem_map", "num_mem_unmap", "num_stream_syncs",
+              "stream_sync_ns", "device_call_ns")
+
+
+def driver_counters(a):
+    """The allocator's driver counters now: vram's own (its statistics count
+    every mapping call and the time in them), or PyTorch's cudaMalloc/cudaFree
+    counts. Read between steps, outside the timed region."""
+    if a.allocator in VRAM_ALLOCATORS + ("preinstalled",):
+        try:
+            import vram
+            vs = vram.memory_stats(0)
+            return {k: vs[k] for k in TIMED_KEYS if k in vs}
+        except Exception as e:
+            return {"error": "%s: %s" % (qualname(e), first_line(e))}
+    st = torch.cuda.memory_stats()
+    return {k: st[k] for k in ("num_device_alloc", "num_device_free") if k in st}
+
+
+def timed_alloc(before, after, timed_ms):
+    """The driver work of the timed steps (after minus before), and the share
+    of the timed steps' wall time that vram spent in driver calls and stream
+    waits: an upper bound of what its slow path added to them on the host."""
+    if "error" in before or "error" in after:
+        return {"error": before.get("error") or after.get("error")}
+    out = {k: after[k] - before[k] for k in after if k in before}
+    ns = out.get("device_call_ns", 0) + out.get("stream_sync_ns", 0)
+    if "device_call_ns" in out and timed_ms > 0:
+        out["share_of_step_time"] = round(ns / (timed_ms * 1e6), 6)
     return out
 
 

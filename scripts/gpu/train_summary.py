@@ -117,6 +117,44 @@ def rounds_table(rows, workloads):
     return lines
 
 
+def timed_table(rows, workloads):
+    """Lines of the table of the allocators' driver work during the timed
+    steps (train_bench.py's timed_alloc), empty when no run has it. The
+    share is vram's time in driver calls and stream waits over the timed
+    steps' wall time, its range over the runs (rounds) of the pair."""
+    got = {}
+    for r in rows:
+        t = r.get("timed_alloc")
+        if r.get("ok") and isinstance(t, dict) and "error" not in t:
+            got.setdefault((r.get("workload"), r.get("allocator")), []).append(t)
+    if not got:
+        return []
+    lines = ["## Driver work in the timed steps (per run; the latest run's counts, the share's range over the runs)", "",
+             "| workload | allocator | runs | allocs+creates | frees+releases | maps | unmaps | stream waits "
+             "| in driver calls, ms | waiting, ms | share of step time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for w in workloads:
+        allocs = [a for a in ORDER if (w, a) in got] + sorted(a for (ww, a) in got if ww == w and a not in ORDER)
+        for a in allocs:
+            ts = got[(w, a)]
+            t = ts[-1]
+            shares = [x["share_of_step_time"] for x in ts if "share_of_step_time" in x]
+            share = "-"
+            if shares:
+                lo, hi = min(shares), max(shares)
+                share = "%.2f %%" % (100 * lo) if lo == hi else "%.2f–%.2f %%" % (100 * lo, 100 * hi)
+
+            def ms(k):
+                return "%.1f" % (t[k] / 1e6) if k in t else "-"
+
+            lines.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                w, a, len(ts), t.get("num_device_alloc", "-"), t.get("num_device_free", "-"),
+                t.get("num_mem_map", "-"), t.get("num_mem_unmap", "-"), t.get("num_stream_syncs", "-"),
+                ms("device_call_ns"), ms("stream_sync_ns"), share))
+    lines.append("")
+    return lines
+
+
 # ---- vram fit ---------------------------------------------------------------
 
 def fit_range(rows, workload, allocator, cap_gib):
@@ -373,6 +411,7 @@ def summary(d):
     for w in workloads:
         lines += workload_table(w, runs, fits)
     lines += rounds_table(rows, workloads)
+    lines += timed_table(rows, workloads)
     t, ok = targets(workloads, runs, fits, rows)
     lines += t
     lines += percall_table(read_jsonl(os.path.join(d, "percall.jsonl")))
@@ -465,6 +504,24 @@ def self_test():
             self.assertIn("| kvgen | vram_paged | 100.0, 150.8, 102.0 | 102.01 | 1.005 |", text)
             self.assertIn("| kvgen | default | 100.0, 150.0, 101.0 | 101.00 | - |", text)
             self.assertIn("PASS median step within 1 % of default: kvgen 1.005", text)
+
+        def test_timed_alloc(self):
+            L = [5.0]
+            rows = []
+            for k, share in ((1, 0.0012), (2, 0.0034)):
+                r = run("gpt2", "vram_fine", 1.01, 100.0, L)
+                r["round"] = k
+                r["timed_alloc"] = {"num_device_alloc": 12, "num_device_free": 3, "num_mem_map": 20,
+                                    "num_mem_unmap": 8, "num_stream_syncs": 1, "stream_sync_ns": 2500000,
+                                    "device_call_ns": 4000000, "share_of_step_time": share}
+                rows.append(r)
+            d = run("gpt2", "default", 1.2, 100.0, L)
+            d["timed_alloc"] = {"num_device_alloc": 0, "num_device_free": 0}
+            rows.append(d)
+            self.write(rows)
+            text, _ = summary(self.d)
+            self.assertIn("| gpt2 | default | 1 | 0 | 0 | - | - | - | - | - | - |", text)
+            self.assertIn("| gpt2 | vram_fine | 2 | 12 | 3 | 20 | 8 | 1 | 4.0 | 2.5 | 0.12–0.34 % |", text)
 
         def test_nondeterministic_ops_listed(self):
             r = run("gpt2", "default", 1.6, 100.0, [5.0])
