@@ -837,3 +837,49 @@ func TestPagedMovesSettledChunksWithoutWaiting(t *testing.T) {
 		}
 	}
 }
+
+// A release window releases idle chunks whose stream may still use them
+// only in the coarse regime, after waiting for the stream; the fine
+// regime keeps them until a marker settles them.
+func TestPagedReleaseWindowAndUnsettledChunks(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // 20 MiB chunks, one per block
+	for _, tc := range []struct {
+		cfg           alloc.Config
+		wantReleases  bool
+		wantWaitsSome bool
+	}{
+		{paged, true, true},
+		{pagedFine, false, false},
+	} {
+		t.Run(tc.cfg.String(), func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.PageReleaseWindow = 8
+			d := &waitingSim{Device: sim.MustNew(sim.Config{Capacity: 4 * giB, HoldEvents: true})}
+			a, err := alloc.New(d, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ps []uint64
+			for range 10 {
+				ps = append(ps, mustMalloc(t, a, 20*miB, 0))
+			}
+			for _, p := range ps {
+				mustFree(t, a, p) // idle, and no marker will ever complete
+			}
+			for range 400 { // 50 windows of small allocations, past the horizon
+				mustFree(t, a, mustMalloc(t, a, 4096, 0))
+			}
+			c := d.Calls()
+			if got := c.MemRelease > 0; got != tc.wantReleases {
+				t.Errorf("%d chunks released, want releases: %v", c.MemRelease, tc.wantReleases)
+			}
+			if got := d.waits > 0; got != tc.wantWaitsSome {
+				t.Errorf("%d stream waits, want waits: %v", d.waits, tc.wantWaitsSome)
+			}
+			d.CompleteEvents()
+			if err := a.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		})
+	}
+}
