@@ -196,8 +196,9 @@
 //     (cuEventQuery, which does not block) needs no wait. Settled chunks
 //     move first; unsettled ones only when creating the rest would take
 //     the reserve more than 1 % above the active peak, or past the cap.
-//     A release window releases only settled chunks. One
-//     MemSetAccess covers the run. In the fine regime (below) new physical
+//     A release window of the fine regime releases only settled chunks;
+//     the coarse regime's waits for the others' streams and releases them
+//     too. One MemSetAccess covers the run. In the fine regime (below) new physical
 //     memory is created only when idle chunks cannot cover the request, so
 //     reserved memory grows only when every chunk holds a live block; the
 //     waste is the idle pages of chunks that a live block still uses. In
