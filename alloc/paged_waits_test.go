@@ -49,7 +49,8 @@ func (d *laggingSim) SynchronizeStream(alloc.Stream) error {
 // runs $VRAM_WAIT_LAG operations (0 unless set) behind the host, and logs
 // per trace and regime the stream waits, reserved/live at the peak and the
 // driver calls, over the whole trace and its first fifth (where a job
-// first grows). It is skipped without the variable; docs/alloc.md
+// first grows); $VRAM_WAIT_CONF adds a configuration to the two regimes.
+// It is skipped without the variable; docs/alloc.md
 // ("Where the fine regime's waits come from") gives the figures.
 func TestPagedReplayWaits(t *testing.T) {
 	dir := os.Getenv("VRAM_TRACE_DIR")
@@ -77,10 +78,14 @@ func TestPagedReplayWaits(t *testing.T) {
 		}
 		for _, tr := range ts {
 			recs := readRecords(t, tr)
-			for _, m := range []struct{ name, conf string }{
+			modes := []struct{ name, conf string }{
 				{"coarse", "page_mapped:true"},
 				{"fine", "page_mapped:true,page_regime:fine"},
-			} {
+			}
+			if c := os.Getenv("VRAM_WAIT_CONF"); c != "" {
+				modes = append(modes, struct{ name, conf string }{c, c})
+			}
+			for _, m := range modes {
 				cfg, err := alloc.ParseConfig(m.conf)
 				if err != nil {
 					t.Fatal(err)

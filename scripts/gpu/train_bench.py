@@ -3,7 +3,7 @@
 comparing allocators on real training and generation steps (GPU machine).
 
   python3 train_bench.py --workload {gpt2,resnet,llama_lora,kvgen} \\
-      --allocator {default,expandable,vram,vram_paged,vram_fine,preinstalled} \\
+      --allocator {default,expandable,vram,vram_paged,vram_fine,vram_fine_keep,preinstalled} \\
       [--steps N] [--warmup W] [--seed S] [--batch B] [--cap-gib G] [--json FILE]
 
 Allocators:
@@ -14,6 +14,9 @@ Allocators:
   vram_paged    vram.torch.install("page_mapped:true")
   vram_fine     vram.torch.install("page_mapped:true,page_regime:fine"): the
                 page-mapped mode's fine regime without a cap
+  vram_fine_keep  the same with page_release_window:off: idle pages are
+                never released on their own, so the timed steps see no
+                release-and-recreate (is that what the fine regime costs?)
   preinstalled  nothing is done here: whatever the caller put in place
                 (vram fit --allocator vram ...) is used as it is
 
@@ -54,7 +57,7 @@ any allocator.
 
 --cap-gib G caps the allocator's reserved memory at G GiB: for default and
 expandable through torch.cuda.set_per_process_memory_fraction right after
-CUDA starts; for vram, vram_paged and vram_fine through max_bytes:G GiB in the vram
+CUDA starts; for the vram allocators through max_bytes:G GiB in the vram
 configuration (vram's set_per_process_memory_fraction hook is not used, so
 each allocator is capped by its own mechanism, as a user would). With
 preinstalled the cap is the caller's (put max_bytes in its configuration);
@@ -96,8 +99,8 @@ import traceback
 import warnings
 
 WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen", "lstm")
-ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "vram_fine", "preinstalled")
-VRAM_ALLOCATORS = ("vram", "vram_paged", "vram_fine")
+ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "vram_fine", "vram_fine_keep", "preinstalled")
+VRAM_ALLOCATORS = ("vram", "vram_paged", "vram_fine", "vram_fine_keep")
 DEFAULT_BATCH = {"gpt2": 8, "resnet": 128, "llama_lora": 4, "kvgen": 8, "lstm": 128}
 # (smallest, largest) sequence length; kvgen: prompt length and new tokens.
 SEQ_RANGE = {"gpt2": (64, 1024), "llama_lora": (256, 1024), "lstm": (10, 400)}
@@ -119,7 +122,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=0, help="batch at the largest shape (default per workload)")
     ap.add_argument("--cap-gib", type=float, default=0, help="cap the allocator's memory at this many GiB")
-    ap.add_argument("--vram-conf", default="", help="more vram settings (VRAM_ALLOC_CONF syntax) for vram, vram_paged and vram_fine")
+    ap.add_argument("--vram-conf", default="", help="more vram settings (VRAM_ALLOC_CONF syntax) for the vram allocators")
     ap.add_argument("--max-seconds", type=float, default=0,
                     help="end the timed steps after this long (0: no limit); the line says truncated")
     ap.add_argument("--channels-last", action="store_true", help="resnet: channels_last memory format")
@@ -150,10 +153,12 @@ def parse_args(argv=None):
 def vram_conf(a):
     """The vram configuration string for --allocator vram / vram_paged."""
     parts = []
-    if a.allocator in ("vram_paged", "vram_fine"):
+    if a.allocator in ("vram_paged", "vram_fine", "vram_fine_keep"):
         parts.append("page_mapped:true")
-    if a.allocator == "vram_fine":
+    if a.allocator in ("vram_fine", "vram_fine_keep"):
         parts.append("page_regime:fine")
+    if a.allocator == "vram_fine_keep":
+        parts.append("page_release_window:off")
     if a.record_history:  # vram's history is its event trace (torch.cuda.memory._dump_snapshot)
         parts.append("trace_events:4000000")
     if a.cap_gib:

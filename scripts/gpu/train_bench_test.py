@@ -12,6 +12,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_bench as tb  # noqa: E402
 
 
+class VramConf(unittest.TestCase):
+    def test_each_allocators_settings(self):
+        for allocator, want in (("vram", ""), ("vram_paged", "page_mapped:true"),
+                                ("vram_fine", "page_mapped:true,page_regime:fine"),
+                                ("vram_fine_keep", "page_mapped:true,page_regime:fine,page_release_window:off")):
+            a = tb.parse_args(["--workload", "kvgen", "--allocator", allocator])
+            self.assertEqual(tb.vram_conf(a), want, allocator)
+
+
 class TimedAlloc(unittest.TestCase):
     def test_deltas_and_share(self):
         before = {"num_device_alloc": 100, "num_mem_map": 150, "stream_sync_ns": 1000000, "device_call_ns": 9000000}
