@@ -18,12 +18,14 @@ import (
 // laggingSim is the simulated device with a GPU that runs lag operations
 // behind the host: an event recorded at operation n reports complete from
 // operation n+lag on, and a stream wait completes every event recorded so
-// far. The replay loop advances op. It counts the waits.
+// far. lagSource advances op, and ends the count of waits with the trace
+// (the teardown's are not counted).
 type laggingSim struct {
 	*sim.Device
 	op, lag int64
 	rec     map[alloc.Event]int64
 	waits   int
+	ended   bool
 }
 
 func (d *laggingSim) EventRecord(ev alloc.Event, s alloc.Stream) error {
@@ -37,7 +39,9 @@ func (d *laggingSim) EventQuery(ev alloc.Event) (bool, error) {
 }
 
 func (d *laggingSim) SynchronizeStream(alloc.Stream) error {
-	d.waits++
+	if !d.ended {
+		d.waits++
+	}
 	for ev := range d.rec {
 		d.rec[ev] = -d.lag
 	}
@@ -77,7 +81,7 @@ func TestPagedReplayWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, tr := range ts {
-			recs := readRecords(t, tr)
+			n := countRecords(t, tr)
 			modes := []struct{ name, conf string }{
 				{"coarse", "page_mapped:true"},
 				{"fine", "page_mapped:true,page_regime:fine"},
@@ -90,8 +94,8 @@ func TestPagedReplayWaits(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fifth := replayLagging(t, recs[:len(recs)/5], cfg, lag)
-				all := replayLagging(t, recs, cfg, lag)
+				fifth := replayLagging(t, tr, n/5, cfg, lag)
+				all := replayLagging(t, tr, -1, cfg, lag)
 				fmt.Fprintf(&b, "| %s | %s | %d | %.4f | %d | %d | %d | %d of %d |\n", tr.Name, m.name, all.waits, all.ratio,
 					all.st.NumDeviceAlloc, all.st.NumMemMap, all.st.NumMemUnmap, fifth.calls(), all.calls())
 			}
@@ -100,24 +104,17 @@ func TestPagedReplayWaits(t *testing.T) {
 	t.Log(b.String())
 }
 
-func readRecords(t *testing.T, tr *replay.Trace) []rmm.Record {
-	t.Helper()
-	src, done, err := tr.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	var recs []rmm.Record
-	for {
-		r, err := src.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
+// lagSource advances the lagging device by one operation per record.
+type lagSource struct {
+	replay.Source
+	d *laggingSim
+}
+
+func (s lagSource) Next() (rmm.Record, error) {
+	s.d.op++
+	r, err := s.Source.Next()
+	s.d.ended = err == io.EOF
+	return r, err
 }
 
 type lagResult struct {
@@ -128,40 +125,55 @@ type lagResult struct {
 
 func (r lagResult) calls() int64 { return r.st.NumDeviceAlloc + r.st.NumMemMap + r.st.NumMemUnmap }
 
-func replayLagging(t *testing.T, recs []rmm.Record, cfg alloc.Config, lag int64) lagResult {
+// replayLagging replays the first n records of tr (all of them when n < 0)
+// on a lagging simulated device.
+func replayLagging(t *testing.T, tr *replay.Trace, n int, cfg alloc.Config, lag int64) lagResult {
 	t.Helper()
-	d := &laggingSim{Device: newDev(t, 141<<30), lag: lag, rec: map[alloc.Event]int64{}}
-	a, err := alloc.New(d, cfg)
+	src, done, err := tr.Records()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	type liveAlloc struct{ ptr, size uint64 }
-	live := map[uint64]liveAlloc{}
-	var bytes, peak uint64
-	for _, r := range recs {
-		d.op++
-		switch r.Action {
-		case rmm.Allocate:
-			p, err := a.Malloc(r.Size, alloc.Stream(r.Stream))
-			if err != nil {
-				t.Fatalf("record %d: %v", d.op, err)
-			}
-			live[r.Pointer] = liveAlloc{p, r.Size}
-			bytes += r.Size
-			peak = max(peak, bytes)
-		case rmm.Free:
-			l, ok := live[r.Pointer]
-			if !ok {
-				continue
-			}
-			delete(live, r.Pointer)
-			bytes -= l.size
-			if err := a.Free(l.ptr); err != nil {
-				t.Fatalf("record %d: %v", d.op, err)
-			}
-		}
+	defer done()
+	if n >= 0 {
+		src = &firstN{src, n}
 	}
-	st := a.Stats()
-	return lagResult{st, d.waits, float64(st.ReservedBytes.All.Peak) / float64(max(peak, 1))}
+	d := &laggingSim{Device: newDev(t, 141<<30), lag: lag, rec: map[alloc.Event]int64{}}
+	res, err := replay.Replay(lagSource{src, d}, d, cfg, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lagResult{res.Stats, d.waits, res.ReservedOverLive()}
+}
+
+// firstN ends a source after n records.
+type firstN struct {
+	replay.Source
+	n int
+}
+
+func (s *firstN) Next() (rmm.Record, error) {
+	if s.n == 0 {
+		return rmm.Record{}, io.EOF
+	}
+	s.n--
+	return s.Source.Next()
+}
+
+// countRecords counts the records of tr.
+func countRecords(t *testing.T, tr *replay.Trace) int {
+	t.Helper()
+	src, done, err := tr.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	n := 0
+	for {
+		if _, err := src.Next(); err == io.EOF {
+			return n
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
 }
