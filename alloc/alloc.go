@@ -37,6 +37,7 @@ const (
 	stateFree      blockState = iota // in its pool's free index, reusable
 	stateAllocated                   // handed out, in the live map
 	statePending                     // freed, waiting on events of other streams
+	stateRetiring                    // page-mapped: a moved chunk's old address, unmapped when its stream is done with it (paged.go)
 )
 
 func (s blockState) String() string {
@@ -47,6 +48,8 @@ func (s blockState) String() string {
 		return "active_allocated"
 	case statePending:
 		return "active_pending_free"
+	case stateRetiring:
+		return "retiring"
 	}
 	return "unknown"
 }

@@ -105,6 +105,14 @@ type Config struct {
 	// device's memory or once the device is found full. Key page_regime
 	// (auto, fine).
 	PageFine bool
+	// PageUnmapAtMove makes a move of an idle chunk that work queued on
+	// its stream may still use wait for that stream and unmap the chunk at
+	// once, as before 2026-12-07. By default the chunk is mapped at its new
+	// address while the old mapping stays, and the old one is unmapped
+	// once a marker recorded after its last free completes; only moves to
+	// another stream wait. Key page_defer_unmap (true, the default, or
+	// false).
+	PageUnmapAtMove bool
 }
 
 // PoisonByte is the value written over freed blocks when PoisonOnFree is set.
@@ -182,7 +190,7 @@ func splitTopLevel(s string) []string {
 
 var configKeys = []string{
 	"garbage_collection_threshold", "max_bytes", "max_fraction", "max_split_size_mb",
-	"page_mapped", "page_regime", "page_release_slack", "page_release_window",
+	"page_defer_unmap", "page_mapped", "page_regime", "page_release_slack", "page_release_window",
 	"poison_on_free", "prealloc_bytes", "record_call_sites", "roundup_power2_divisions",
 	"sample_rate", "trace_events",
 }
@@ -225,6 +233,13 @@ func (c *Config) set(key, val string) error {
 		if err != nil {
 			err = fmt.Errorf("want true or false")
 		}
+	case "page_defer_unmap":
+		var v bool
+		v, err = strconv.ParseBool(val)
+		if err != nil {
+			err = fmt.Errorf("want true or false")
+		}
+		c.PageUnmapAtMove = !v
 	case "page_mapped":
 		c.PageMapped, err = strconv.ParseBool(val)
 		if err != nil {
@@ -313,6 +328,9 @@ func (c *Config) validate() error {
 	}
 	if c.PageFine && !c.PageMapped {
 		return fmt.Errorf("page_regime:fine needs page_mapped:true")
+	}
+	if c.PageUnmapAtMove && !c.PageMapped {
+		return fmt.Errorf("page_defer_unmap:false needs page_mapped:true")
 	}
 	if c.PageMapped && c.PreallocBytes != 0 {
 		return fmt.Errorf("prealloc_bytes cannot be combined with page_mapped")
@@ -462,6 +480,9 @@ func (c Config) String() string {
 	}
 	if c.PageFine {
 		parts = append(parts, "page_regime:fine")
+	}
+	if c.PageUnmapAtMove {
+		parts = append(parts, "page_defer_unmap:false")
 	}
 	if c.PageReleaseSlack != 0 {
 		parts = append(parts, "page_release_slack:"+strconv.FormatFloat(c.PageReleaseSlack, 'g', -1, 64))

@@ -121,6 +121,12 @@ func (a *Allocator) CheckInvariants() error {
 				add(statActive, seg.pool, 1)
 				add(statActiveBytes, seg.pool, int64(b.size))
 				add(statRequestedBytes, seg.pool, int64(b.requested))
+			case stateRetiring:
+				// A moved chunk's old mapping: address space only, its
+				// memory is counted where the chunk is now.
+				if seg.arena == nil {
+					fail("retiring block %#x outside an arena", b.addr)
+				}
 			case stateFree:
 				if b.unmapped {
 					break // an arena's address space with no page: not in a pool

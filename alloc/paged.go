@@ -120,6 +120,11 @@ type pagedState struct {
 	markers []marker
 	settled []streamTag
 
+	// ghosts are the old addresses of chunks moved while their stream
+	// could still use them there (see ghost); deferUnmap allows them.
+	ghosts     []ghost
+	deferUnmap bool
+
 	winStart uint64                // allocation number at the start of the current window
 	winPeak  [releaseHorizon]int64 // large-pool active bytes peak of the last windows, this one at winIdx
 	winIdx   int
@@ -149,6 +154,7 @@ type arena struct {
 type chunk struct {
 	h          PhysHandle
 	addr, size uint64
+	ghosts     int // old mappings of it not yet unmapped (ghost)
 }
 
 func (c *chunk) end() uint64 { return c.addr + c.size }
@@ -166,6 +172,23 @@ type idleChunk struct {
 	c       *chunk
 	b       *block
 	settled bool
+}
+
+// ghost is the old address of a chunk that moved while work queued on its
+// stream before its last free there could still be running: rather than
+// wait for that work, the chunk was mapped at its new address while the
+// old mapping stayed (a physical allocation may be mapped at several
+// addresses at once). Only moves within one stream do this, so the
+// stream's own order keeps the new block's work after the old block's,
+// as it does for any cached block. The old range is the retiring block b,
+// which nothing is placed in; once the stream's frees up to b.freed are
+// settled (a marker recorded after them completed, or a wait), the old
+// mapping is unmapped and b becomes an unmapped free block. The physical
+// memory is counted once, at the chunk's new place.
+type ghost struct {
+	b        *block
+	c        *chunk
+	unmapped bool // the old mapping is gone; b waits for freeGhostsLocked
 }
 
 // marker is an event recorded on stream s when the free counter was at.
@@ -202,7 +225,7 @@ func (a *Allocator) initPagedLocked() error {
 	if g == 0 || g&(g-1) != 0 || g%minBlockSize != 0 {
 		return fmt.Errorf("page_mapped: granularity %d is not a power of two multiple of %d", g, minBlockSize)
 	}
-	pg := &pagedState{vm: vm, gran: g, slack: a.cfg.PageReleaseSlack, window: defaultPageWindow}
+	pg := &pagedState{vm: vm, gran: g, slack: a.cfg.PageReleaseSlack, window: defaultPageWindow, deferUnmap: !a.cfg.PageUnmapAtMove}
 	pg.sync, _ = a.dev.(streamSynchronizer)
 	if pg.slack == 0 {
 		pg.slack = defaultPageSlack
@@ -530,12 +553,14 @@ func (a *Allocator) idleChunksLocked(exLo, exHi uint64) (out []idleChunk, idlePa
 	return out, idlePages
 }
 
-// splitSettled parts idle chunks into the settled ones and the others,
-// reusing cands' array for the first.
-func splitSettled(cands []idleChunk) (ready, waiting []idleChunk) {
+// splitSettled parts idle chunks into those that can move to stream s
+// without a wait (settled ones and, with sameStream, those of stream s,
+// which move leaving a ghost) and the others, reusing cands' array for the
+// first.
+func splitSettled(cands []idleChunk, s Stream, sameStream bool) (ready, waiting []idleChunk) {
 	ready = cands[:0]
 	for _, c := range cands {
-		if c.settled {
+		if c.settled || sameStream && c.b.stream == s {
 			ready = append(ready, c)
 		} else {
 			waiting = append(waiting, c)
@@ -595,15 +620,23 @@ func pickChunks(cands []idleChunk, need, room uint64, s Stream) ([]idleChunk, ui
 
 // unmapChunksLocked unmaps idle chunks, one MemUnmap each, after waiting
 // for the streams that used them, and returns them (still allocated,
-// still counted as reserved). The blocks are updated for the chunks
-// actually unmapped, also when it fails part way.
-func (a *Allocator) unmapChunksLocked(picks []idleChunk) ([]*chunk, error) {
+// still counted as reserved). With moveTo set, the chunks are about to be
+// mapped for stream *moveTo, and unsettled ones of that stream stay mapped
+// where they are, as ghosts (ghostLocked), when deferred unmaps are on.
+// The blocks are updated for the chunks actually unmapped, also when it
+// fails part way.
+func (a *Allocator) unmapChunksLocked(picks []idleChunk, moveTo *Stream) ([]*chunk, error) {
 	g := a.pg.gran
 	// Highest first: unmapping the top of a free block leaves the block's
 	// struct in place for the part below, where the next pick may lie.
 	sort.Slice(picks, func(i, j int) bool { return picks[i].c.addr > picks[j].c.addr })
 	var out []*chunk
 	for _, p := range picks {
+		if !p.settled && moveTo != nil && a.pg.deferUnmap && p.b.stream == *moveTo {
+			a.ghostLocked(p.b, p.c)
+			out = append(out, p.c)
+			continue
+		}
 		if !p.settled {
 			if err := a.syncStreamLocked(p.b.stream); err != nil {
 				return out, err
@@ -649,9 +682,100 @@ func (a *Allocator) markUnmappedLocked(b *block, lo, hi uint64) {
 	a.attachFreeLocked(mid)
 }
 
-// releaseChunksLocked returns unmapped chunks to the device.
+// ghostLocked takes chunk c, whose pages are idle in free block b, out of
+// the page table and turns its range into a retiring block with a ghost;
+// c stays mapped there until unmapGhostsLocked unmaps it.
+func (a *Allocator) ghostLocked(b *block, c *chunk) {
+	ar := b.seg.arena
+	ar.setPages(c, nil, a.pg.gran)
+	ar.mapped -= c.size
+	a.detachFreeLocked(b)
+	mid := b
+	if c.addr > b.addr {
+		mid = a.splitBlock(b, c.addr)
+	}
+	var right *block
+	if c.end() < mid.addr+mid.size {
+		right = a.splitBlock(mid, c.end())
+	}
+	mid.state = stateRetiring
+	if mid != b {
+		a.attachFreeLocked(b)
+	}
+	if right != nil {
+		a.attachFreeLocked(right)
+	}
+	a.pg.ghosts = append(a.pg.ghosts, ghost{b: mid, c: c})
+	c.ghosts++
+}
+
+// unmapGhostsLocked unmaps the old mappings (of chunk only, when it is
+// not nil) whose stream is done with them; with wait, it waits for the
+// streams of the others first. Their ranges stay retiring blocks until
+// freeGhostsLocked, so that the blocks of the address space do not change
+// under a placement in progress.
+func (a *Allocator) unmapGhostsLocked(only *chunk, wait bool) error {
+	for i := range a.pg.ghosts {
+		gh := &a.pg.ghosts[i]
+		if gh.unmapped || only != nil && gh.c != only {
+			continue
+		}
+		if !a.settledLocked(gh.b) {
+			if !wait {
+				continue
+			}
+			if err := a.syncStreamLocked(gh.b.stream); err != nil {
+				return err
+			}
+		}
+		b := gh.b
+		t0 := time.Now()
+		err := a.pg.vm.MemUnmap(b.addr, b.size)
+		a.st.deviceTime(t0)
+		if err != nil {
+			return fmt.Errorf("alloc: unmapping the old address %#x+%d of a moved chunk: %w", b.addr, b.size, err)
+		}
+		a.st.numMemUnmap++
+		gh.unmapped = true
+		gh.c.ghosts--
+	}
+	return nil
+}
+
+// freeGhostsLocked unmaps the old mappings that are done with (with wait,
+// all of them) and makes the ranges of every unmapped one unmapped free
+// blocks, merged with their neighbours. Not while a placement is held.
+func (a *Allocator) freeGhostsLocked(wait bool) error {
+	pg := a.pg
+	if len(pg.ghosts) == 0 {
+		return nil
+	}
+	err := a.unmapGhostsLocked(nil, wait)
+	n := 0
+	for _, gh := range pg.ghosts {
+		if !gh.unmapped {
+			pg.ghosts[n] = gh
+			n++
+			continue
+		}
+		gh.b.state, gh.b.unmapped = stateFree, true
+		a.attachFreeLocked(gh.b)
+	}
+	clear(pg.ghosts[n:])
+	pg.ghosts = pg.ghosts[:n]
+	return err
+}
+
+// releaseChunksLocked returns unmapped chunks to the device, unmapping
+// their ghosts first (after a wait for their stream if need be): the
+// memory is not free while any mapping of it stays.
 func (a *Allocator) releaseChunksLocked(cs []*chunk) error {
 	for i, c := range cs {
+		if c.ghosts > 0 {
+			if err := a.unmapGhostsLocked(c, true); err != nil {
+				return fmt.Errorf("alloc: releasing %s of physical memory (%d more chunks not released): %w", formatBytes(c.size), len(cs)-i-1, err)
+			}
+		}
 		t0 := time.Now()
 		err := a.pg.vm.MemRelease(c.h)
 		a.st.deviceTime(t0)
@@ -692,7 +816,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	if !a.growFreelyLocked(need) {
 		// Settled chunks first: they move without a wait. The others only
 		// when creating what is still needed would pass the wait slack.
-		ready, waiting := splitSettled(cands)
+		ready, waiting := splitSettled(cands, p.u.stream, pg.deferUnmap)
 		picks, moved = pickChunks(ready, need, room, p.u.stream)
 		if moved < need && len(waiting) > 0 && !a.createRatherThanWaitLocked(need, need-moved) {
 			more, m := pickChunks(waiting, need-moved, room-moved, p.u.stream)
@@ -720,7 +844,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		}
 		create = min(max(short, ahead), room-moved, (a.capBytes-r)/g*g)
 	}
-	hand, err := a.unmapChunksLocked(picks)
+	hand, err := a.unmapChunksLocked(picks, &p.u.stream)
 	if err != nil {
 		return nil, errors.Join(err, a.releaseChunksLocked(hand))
 	}
@@ -902,6 +1026,12 @@ func (a *Allocator) pagedGrowLocked(size, req uint64, s Stream) (*block, error) 
 // pagedTryLocked is one attempt of pagedGrowLocked. The block it returns
 // is out of the free index, ready for allocFoundLocked.
 func (a *Allocator) pagedTryLocked(size uint64, s Stream) (*block, error) {
+	// Unmap the old mappings that are done with before placing: that
+	// merges address space, which a placement must not see change.
+	a.pollMarkersLocked()
+	if err := a.freeGhostsLocked(false); err != nil {
+		return nil, err
+	}
 	p, err := a.placeLocked(size, s)
 	if err != nil {
 		return nil, err
@@ -970,6 +1100,10 @@ func (a *Allocator) pagedTickLocked() error {
 func (a *Allocator) releaseIdleLocked(keep, minPages uint64, settledOnly bool) (uint64, error) {
 	pg := a.pg
 	a.pollMarkersLocked()
+	pg.synced = pg.synced[:0]
+	if err := a.freeGhostsLocked(false); err != nil {
+		return 0, err
+	}
 	g := pg.gran
 	cands, idle := a.idleChunksLocked(0, 0)
 	keepPages := (keep + g - 1) / g
@@ -991,8 +1125,7 @@ func (a *Allocator) releaseIdleLocked(keep, minPages uint64, settledOnly bool) (
 	if pages == 0 || pages < minPages {
 		return 0, nil
 	}
-	pg.synced = pg.synced[:0]
-	hand, err := a.unmapChunksLocked(picks)
+	hand, err := a.unmapChunksLocked(picks, nil)
 	var released uint64
 	for _, c := range hand {
 		released += c.size
@@ -1007,6 +1140,10 @@ func (a *Allocator) releaseIdleLocked(keep, minPages uint64, settledOnly bool) (
 // closePagedLocked unmaps and releases every page and frees the arenas'
 // address space; nothing may be live.
 func (a *Allocator) closePagedLocked() error {
+	a.pg.synced = a.pg.synced[:0]
+	if err := a.freeGhostsLocked(true); err != nil {
+		return err
+	}
 	a.dropMarkersLocked()
 	if _, err := a.releaseIdleLocked(0, 1, false); err != nil {
 		return err

@@ -22,6 +22,8 @@ func (a *Allocator) countMappedLocked(ar *arena) uint64 {
 func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 	g := a.pg.gran
 	handles := map[PhysHandle]*chunk{}
+	retiring := map[*block]bool{}
+	chunks := map[*chunk]bool{}
 	for _, ar := range a.pg.arenas {
 		seg := ar.seg
 		if seg.arena != ar {
@@ -47,6 +49,7 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 					fail("physical handle %d is mapped at %#x and at %#x", c.h, prev.addr, c.addr)
 				}
 				handles[c.h] = c
+				chunks[c] = true
 			}
 			if at < c.addr || at >= c.end() {
 				fail("page %#x points at chunk %#x+%d, which does not cover it", at, c.addr, c.size)
@@ -92,6 +95,19 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 				}
 				continue
 			}
+			if b.state == stateRetiring {
+				retiring[b] = true
+				if b.addr%g != 0 || b.size%g != 0 {
+					fail("retiring block %#x+%d is not page-aligned", b.addr, b.size)
+				}
+				for at := b.addr; at < b.addr+b.size; at += g {
+					if mappedAt(at) {
+						fail("retiring block %#x+%d: page %#x is in the page table", b.addr, b.size, at)
+						break
+					}
+				}
+				continue
+			}
 			for at := b.addr / g * g; at < b.addr+b.size; at += g {
 				if !mappedAt(at) {
 					fail("%v block %#x+%d: page %#x is not mapped", b.state, b.addr, b.size, at)
@@ -103,6 +119,49 @@ func (a *Allocator) checkPagedLocked(fail func(format string, args ...any)) {
 			fail("arena %#x: %d unmapped blocks, %d in the list", seg.addr, unmapped, len(inList))
 		}
 	}
+	// Every retiring block has exactly one ghost, whose chunk counts it.
+	ghosts := map[*chunk]int{}
+	for _, gh := range a.pg.ghosts {
+		if !retiring[gh.b] {
+			fail("ghost at %#x: its block is not a retiring block of an arena", gh.b.addr)
+		}
+		delete(retiring, gh.b)
+		if !gh.unmapped {
+			ghosts[gh.c]++
+		}
+		if gh.b.size != gh.c.size {
+			fail("ghost at %#x: %d bytes, its chunk has %d", gh.b.addr, gh.b.size, gh.c.size)
+		}
+	}
+	for b := range retiring {
+		fail("retiring block %#x has no ghost", b.addr)
+	}
+	for c := range chunks {
+		if c.ghosts != ghosts[c] {
+			fail("chunk %#x: %d old mappings, it counts %d", c.addr, ghosts[c], c.ghosts)
+		}
+		delete(ghosts, c)
+	}
+	for c := range ghosts {
+		fail("a ghost's chunk (%#x) is not mapped anywhere", c.addr)
+	}
+}
+
+// GhostBytes returns the bytes of the old mappings of moved chunks not yet
+// unmapped (paged.go, ghost).
+func (a *Allocator) GhostBytes() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pg == nil {
+		return 0
+	}
+	var n uint64
+	for _, gh := range a.pg.ghosts {
+		if !gh.unmapped {
+			n += gh.b.size
+		}
+	}
+	return n
 }
 
 // PageGranularity returns the page size of the page-mapped mode (0 when off).

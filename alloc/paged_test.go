@@ -19,6 +19,12 @@ var paged = alloc.Config{PageMapped: true}
 // pagedFine runs the fine regime's growth and moves without a cap.
 var pagedFine = alloc.Config{PageMapped: true, PageFine: true}
 
+// pagedAtMove is c with deferred unmaps off (page_defer_unmap:false).
+func pagedAtMove(c alloc.Config) alloc.Config {
+	c.PageUnmapAtMove = true
+	return c
+}
+
 // fill writes a pattern derived from seed over the whole of [p, p+n).
 func fill(t testing.TB, d alloc.Device, p, n uint64, seed byte) {
 	t.Helper()
@@ -452,6 +458,12 @@ func TestPagedDeviceFaults(t *testing.T) {
 // the driver's rules for virtual memory enforced (wholeVMM): a physical
 // allocation is mapped whole, and only whole mappings are unmapped.
 func TestPagedPropertyRandomOps(t *testing.T) {
+	ghostsSeen := 0
+	defer func() {
+		if !t.Failed() && ghostsSeen == 0 {
+			t.Error("no step saw a moved chunk's old mapping: deferred unmaps went untested")
+		}
+	}()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := alloc.Config{PageMapped: true}
 		if rapid.Bool().Draw(t, "cap") {
@@ -466,6 +478,8 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 				cfg.RoundupPower2Divisions[i] = 4
 			}
 		}
+		cfg.PageFine = rapid.Bool().Draw(t, "fine")
+		cfg.PageUnmapAtMove = rapid.Bool().Draw(t, "unmapAtMove")
 		cfg.PoisonOnFree = rapid.IntRange(0, 3).Draw(t, "poison") == 0
 		gran := uint64(2 * miB)
 		if rapid.Bool().Draw(t, "smallPages") {
@@ -476,12 +490,21 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 			defer alloc.SetGrowChunkBytes(gran)()
 		}
 		wv := newWholeVMM(dev)
-		a, err := alloc.New(wv, cfg)
+		var d alloc.Device = wv
+		if rapid.Bool().Draw(t, "streamWaits") {
+			// As the CUDA backend: markers, waits before unmapping, and
+			// moves that leave ghosts.
+			d = streamWaitVMM{wv}
+		}
+		a, err := alloc.New(d, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := &model{a: a, dev: dev, live: map[uint64]liveAlloc{}}
 		streams := []alloc.Stream{0, 1, 2}
+		if rapid.Bool().Draw(t, "oneStream") {
+			streams = streams[:1] // moves within a stream: ghosts
+		}
 		verify := func(t *rapid.T) {
 			if err := m.verify(); err != nil {
 				t.Fatal(err)
@@ -495,9 +518,12 @@ func TestPagedPropertyRandomOps(t *testing.T) {
 				t.Fatal(err)
 			}
 			s, ds := a.Stats(), dev.Stats()
-			large := uint64(s.ReservedBytes.LargePool.Current)
-			if ds.MappedBytes != large || ds.PhysBytes != large {
-				t.Fatalf("large pool reserves %d, device maps %d and holds %d physical", large, ds.MappedBytes, ds.PhysBytes)
+			large, ghosts := uint64(s.ReservedBytes.LargePool.Current), a.GhostBytes()
+			if ghosts > 0 {
+				ghostsSeen++
+			}
+			if ds.MappedBytes != large+ghosts || ds.PhysBytes != large {
+				t.Fatalf("large pool reserves %d and has %d bytes of ghosts, device maps %d and holds %d physical", large, ghosts, ds.MappedBytes, ds.PhysBytes)
 			}
 		}
 		t.Repeat(m.withAllocFree(streams, map[string]func(*rapid.T){
@@ -559,6 +585,14 @@ type wholeVMM struct {
 	size   map[alloc.PhysHandle]uint64 // created, not released
 	maps   map[uint64]uint64           // mapped address → size
 	breach error
+}
+
+// streamWaitVMM is wholeVMM with a stream wait (see waitingSim).
+type streamWaitVMM struct{ *wholeVMM }
+
+func (w streamWaitVMM) SynchronizeStream(s alloc.Stream) error {
+	w.CompleteStream(s)
+	return nil
 }
 
 func newWholeVMM(d *sim.Device) *wholeVMM {
@@ -752,9 +786,12 @@ func (w *waitingSim) SynchronizeStream(s alloc.Stream) error {
 	return nil
 }
 
-// Moving idle chunks waits for their stream only when no completed marker
-// was recorded after they were freed; a growth well under the large pool's
-// active peak creates memory rather than wait.
+// With deferred unmaps off (page_defer_unmap:false), moving idle chunks
+// waits for their stream only when no completed marker was recorded after
+// they were freed, and a growth well under the large pool's active peak
+// creates memory rather than wait. With them on (the default), a move
+// within one stream never waits, and then the fine regime moves rather
+// than create.
 func TestPagedMovesSettledChunksWithoutWaiting(t *testing.T) {
 	defer alloc.SetSizeShare(0)() // 20 MiB chunks, one per block
 	cases := []struct {
@@ -794,8 +831,15 @@ func TestPagedMovesSettledChunksWithoutWaiting(t *testing.T) {
 			free(2)
 		}, 0, 40},
 	}
-	for _, cfg := range []alloc.Config{paged, pagedFine} {
+	for _, cfg := range []alloc.Config{paged, pagedFine, pagedAtMove(paged), pagedAtMove(pagedFine)} {
 		for _, c := range cases {
+			waits, createMiB := c.waits, c.createMiB
+			if !cfg.PageUnmapAtMove {
+				waits = 0
+				if cfg.PageFine {
+					createMiB = 0
+				}
+			}
 			t.Run(cfg.String()+"/"+c.name, func(t *testing.T) {
 				d := &waitingSim{Device: sim.MustNew(sim.Config{Capacity: 4 * giB, HoldEvents: true})}
 				a, err := alloc.New(d, cfg)
@@ -811,14 +855,14 @@ func TestPagedMovesSettledChunksWithoutWaiting(t *testing.T) {
 				w0, r0 := d.waits, a.Stats().ReservedBytes.All.Current
 				p := mustMalloc(t, a, 40*miB, 0) // two 20 MiB holes, none fits
 				check(t, a)
-				if got := d.waits - w0; got != c.waits {
-					t.Errorf("%d stream waits, want %d", got, c.waits)
+				if got := d.waits - w0; got != waits {
+					t.Errorf("%d stream waits, want %d", got, waits)
 				}
 				if got := a.Stats().NumStreamSyncs; got != int64(d.waits) {
 					t.Errorf("num_stream_syncs %d, the device saw %d waits", got, d.waits)
 				}
-				if got := uint64(a.Stats().ReservedBytes.All.Current-r0) / miB; got != c.createMiB {
-					t.Errorf("%d MiB created, want %d", got, c.createMiB)
+				if got := uint64(a.Stats().ReservedBytes.All.Current-r0) / miB; got != createMiB {
+					t.Errorf("%d MiB created, want %d", got, createMiB)
 				}
 				fill(t, d, p, 40*miB, 9)
 				same(t, d, ps[1], 20*miB, 1)
@@ -882,4 +926,82 @@ func TestPagedReleaseWindowAndUnsettledChunks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A move within one stream maps the chunk at its new address and keeps the
+// old mapping until a marker after the free completes (no wait, the
+// reserve unchanged); a move to another stream waits; Close waits for the
+// old mappings still pending and unmaps them.
+func TestPagedMoveLeavesGhost(t *testing.T) {
+	defer alloc.SetSizeShare(0)() // 20 MiB chunks, one per block
+	d := &waitingSim{Device: sim.MustNew(sim.Config{Capacity: 4 * giB, HoldEvents: true})}
+	a, err := alloc.New(d, pagedFine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps [6]uint64
+	for i := range ps {
+		ps[i] = mustMalloc(t, a, 20*miB, 0)
+		fill(t, d, ps[i], 20*miB, byte(i))
+	}
+	mustFree(t, a, ps[0])
+	mustFree(t, a, ps[2])
+	r0, u0 := a.Stats().ReservedBytes.All.Current, a.Stats().NumMemUnmap
+	p := mustMalloc(t, a, 40*miB, 0) // two 20 MiB holes of stream 0 move, unsettled
+	check(t, a)
+	s := a.Stats()
+	if d.waits != 0 || s.NumMemUnmap != u0 || s.ReservedBytes.All.Current != r0 {
+		t.Errorf("same-stream move: %d waits, %d unmaps, reserve %+d; want 0, 0, 0", d.waits, s.NumMemUnmap-u0, s.ReservedBytes.All.Current-r0)
+	}
+	if g := a.GhostBytes(); g != 40*miB {
+		t.Errorf("%d MiB of old mappings, want 40", g/miB)
+	}
+	fill(t, d, p, 40*miB, 9)
+	for _, i := range []int{1, 3, 4, 5} {
+		same(t, d, ps[i], 20*miB, byte(i))
+	}
+	if snapHasRetiring(a.Snapshot()) {
+		t.Error("the snapshot shows the old mappings")
+	}
+
+	// The marker recorded after the move completes: the next growth
+	// unmaps the old mappings first.
+	d.CompleteEvents()
+	mustFree(t, a, ps[4])
+	q := mustMalloc(t, a, 30*miB, 0)
+	check(t, a)
+	if g := a.GhostBytes(); g != 20*miB {
+		t.Errorf("after the marker: %d MiB of old mappings, want 20 (ps[4]'s, just moved)", g/miB)
+	}
+	if d.waits != 0 {
+		t.Errorf("%d waits, want 0", d.waits)
+	}
+
+	// A move to another stream waits for the chunk's stream.
+	mustFree(t, a, ps[5])
+	x := mustMalloc(t, a, 30*miB, 1)
+	check(t, a)
+	if d.waits != 1 {
+		t.Errorf("cross-stream move: %d waits, want 1", d.waits)
+	}
+	for _, v := range []uint64{p, q, x, ps[1], ps[3]} {
+		mustFree(t, a, v)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := d.Stats(); st.InUse != 0 || st.MappedBytes != 0 {
+		t.Errorf("after Close: %d bytes in use, %d mapped", st.InUse, st.MappedBytes)
+	}
+}
+
+func snapHasRetiring(s alloc.Snapshot) bool {
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == "retiring" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -177,8 +177,8 @@ func (a *Allocator) Snapshot() Snapshot {
 			si.PageMapped, si.TotalSize = true, seg.arena.mapped
 		}
 		for b := seg.head; b != nil; b = b.next {
-			if b.unmapped {
-				continue
+			if b.unmapped || b.state == stateRetiring {
+				continue // address space without memory of its own
 			}
 			bi := BlockInfo{Address: b.addr, Size: b.size, RequestedSize: b.requested, State: b.state.String(), Stream: b.stream}
 			if b.state == stateAllocated {

@@ -3,7 +3,7 @@
 comparing allocators on real training and generation steps (GPU machine).
 
   python3 train_bench.py --workload {gpt2,resnet,llama_lora,kvgen} \\
-      --allocator {default,expandable,vram,vram_paged,vram_fine,vram_fine_keep,preinstalled} \\
+      --allocator {default,expandable,vram,vram_paged,vram_fine,vram_fine_keep,vram_fine_wait,preinstalled} \\
       [--steps N] [--warmup W] [--seed S] [--batch B] [--cap-gib G] [--json FILE]
 
 Allocators:
@@ -17,6 +17,9 @@ Allocators:
   vram_fine_keep  the same with page_release_window:off: idle pages are
                 never released on their own, so the timed steps see no
                 release-and-recreate (is that what the fine regime costs?)
+  vram_fine_wait  vram_fine with page_defer_unmap:false: a move of an idle
+                chunk waits for its stream and unmaps at once (the
+                allocator before 2026-12-07's deferred unmaps)
   preinstalled  nothing is done here: whatever the caller put in place
                 (vram fit --allocator vram ...) is used as it is
 
@@ -99,8 +102,8 @@ import traceback
 import warnings
 
 WORKLOADS = ("gpt2", "resnet", "llama_lora", "kvgen", "lstm")
-ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "vram_fine", "vram_fine_keep", "preinstalled")
-VRAM_ALLOCATORS = ("vram", "vram_paged", "vram_fine", "vram_fine_keep")
+ALLOCATORS = ("default", "expandable", "vram", "vram_paged", "vram_fine", "vram_fine_keep", "vram_fine_wait", "preinstalled")
+VRAM_ALLOCATORS = ("vram", "vram_paged", "vram_fine", "vram_fine_keep", "vram_fine_wait")
 DEFAULT_BATCH = {"gpt2": 8, "resnet": 128, "llama_lora": 4, "kvgen": 8, "lstm": 128}
 # (smallest, largest) sequence length; kvgen: prompt length and new tokens.
 SEQ_RANGE = {"gpt2": (64, 1024), "llama_lora": (256, 1024), "lstm": (10, 400)}
@@ -153,12 +156,14 @@ def parse_args(argv=None):
 def vram_conf(a):
     """The vram configuration string for --allocator vram / vram_paged."""
     parts = []
-    if a.allocator in ("vram_paged", "vram_fine", "vram_fine_keep"):
+    if a.allocator in ("vram_paged", "vram_fine", "vram_fine_keep", "vram_fine_wait"):
         parts.append("page_mapped:true")
-    if a.allocator in ("vram_fine", "vram_fine_keep"):
+    if a.allocator in ("vram_fine", "vram_fine_keep", "vram_fine_wait"):
         parts.append("page_regime:fine")
     if a.allocator == "vram_fine_keep":
         parts.append("page_release_window:off")
+    if a.allocator == "vram_fine_wait":
+        parts.append("page_defer_unmap:false")
     if a.record_history:  # vram's history is its event trace (torch.cuda.memory._dump_snapshot)
         parts.append("trace_events:4000000")
     if a.cap_gib:

@@ -16,7 +16,8 @@ class VramConf(unittest.TestCase):
     def test_each_allocators_settings(self):
         for allocator, want in (("vram", ""), ("vram_paged", "page_mapped:true"),
                                 ("vram_fine", "page_mapped:true,page_regime:fine"),
-                                ("vram_fine_keep", "page_mapped:true,page_regime:fine,page_release_window:off")):
+                                ("vram_fine_keep", "page_mapped:true,page_regime:fine,page_release_window:off"),
+                                ("vram_fine_wait", "page_mapped:true,page_regime:fine,page_defer_unmap:false")):
             a = tb.parse_args(["--workload", "kvgen", "--allocator", allocator])
             self.assertEqual(tb.vram_conf(a), want, allocator)
 

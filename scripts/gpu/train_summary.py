@@ -12,7 +12,7 @@ found under the cap, then the target checks. Standard library only.
                                     first one hit an end of its range, else nothing
   train_summary.py --self-test      checks this script on made-up results
 
-Targets (for vram, vram_paged, vram_fine and vram_fine_keep, each against the same run's others):
+Targets (for vram, vram_paged, vram_fine, vram_fine_keep and vram_fine_wait, each against the same run's others):
 reserved/allocated <= 1.03 on every workload; median step within 1 % of
 default's; the largest batch under the cap >= 5 % above expandable's on at
 least two workloads; losses identical to default's (exact float compare over
@@ -24,8 +24,8 @@ import os
 import sys
 
 GiB = 2**30
-ORDER = ("default", "expandable", "vram", "vram_paged", "vram_fine", "vram_fine_keep", "preinstalled")
-VRAM = ("vram", "vram_paged", "vram_fine", "vram_fine_keep")
+ORDER = ("default", "expandable", "vram", "vram_paged", "vram_fine", "vram_fine_keep", "vram_fine_wait", "preinstalled")
+VRAM = ("vram", "vram_paged", "vram_fine", "vram_fine_keep", "vram_fine_wait")
 RATIO_MAX = 1.03
 STEP_TOL = 0.01
 BATCH_GAIN = 0.05
