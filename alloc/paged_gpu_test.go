@@ -3,11 +3,15 @@
 package alloc_test
 
 // The page-mapped mode's stream markers on the real driver: an idle chunk
-// freed before a completed marker moves without cuStreamSynchronize, one
-// freed after it (or with no marker) only after one, and the blocks that
-// stay keep their contents through the move (cuMemUnmap and cuMemMap of
-// real chunks). The simulated-device test of the same rule is
-// TestPagedMovesSettledChunksWithoutWaiting.
+// freed before a completed marker moves without cuStreamSynchronize; one
+// freed after it (or with no marker) moves with page_defer_unmap:false only
+// after one, and by default without one, mapped at its new address while
+// its old mapping stays (one physical allocation mapped twice: what the
+// new block holds reads back at the old address too, until the old
+// mapping goes). The blocks that stay keep their contents through the
+// move (cuMemUnmap and cuMemMap of real chunks). The simulated-device
+// tests of the same rules are TestPagedMovesSettledChunksWithoutWaiting
+// and TestPagedMoveLeavesGhost.
 
 import (
 	"testing"
@@ -20,16 +24,18 @@ func TestGPUPagedSettledMove(t *testing.T) {
 	needDriver(t, d)              // the page-mapped mode needs cudadev's virtual-memory calls
 	defer alloc.SetSizeShare(0)() // 20 MiB chunks, one per block
 	cases := []struct {
-		name   string
-		marker bool
-		waits  int64
+		name        string
+		marker      bool
+		unmapAtMove bool
+		waits       int64
 	}{
-		{"no marker", false, 1},
-		{"a completed marker", true, 0},
+		{"no marker, page_defer_unmap:false", false, true, 1},
+		{"no marker", false, false, 0},
+		{"a completed marker", true, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := alloc.New(d.cu, alloc.Config{PageMapped: true, PageFine: true})
+			a, err := alloc.New(d.cu, alloc.Config{PageMapped: true, PageFine: true, PageUnmapAtMove: c.unmapAtMove})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,6 +67,17 @@ func TestGPUPagedSettledMove(t *testing.T) {
 			same(t, d.cu, ps[1], 20*miB, 1)
 			same(t, d.cu, ps[3], 20*miB, 3)
 			same(t, d.cu, p, 40*miB, 9)
+			if ghosts := a.GhostBytes(); !c.marker && !c.unmapAtMove {
+				// Both holes' chunks moved into p and stay mapped where
+				// they were: the old addresses read p's contents.
+				if ghosts != 40*miB {
+					t.Errorf("%d MiB of old mappings, want 40", ghosts/miB)
+				}
+				same(t, d.cu, ps[0], 20*miB, 9)
+				same(t, d.cu, ps[2], 20*miB, 9)
+			} else if ghosts != 0 {
+				t.Errorf("%d MiB of old mappings, want none", ghosts/miB)
+			}
 			for _, q := range []uint64{p, ps[1], ps[3]} {
 				mustFree(t, a, q)
 			}
