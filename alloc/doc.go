@@ -193,9 +193,17 @@
 //     window the allocator records an event (a marker, at most 4 pending
 //     per stream) on each stream with new frees, tagged with the count of
 //     frees so far, and a block freed before the tag of a completed marker
-//     (cuEventQuery, which does not block) needs no wait. Settled chunks
-//     move first; unsettled ones only when creating the rest would take
-//     the reserve more than 1 % above the active peak, or past the cap.
+//     (cuEventQuery, which does not block) needs no wait. An unsettled
+//     chunk moving to a placement of its own stream needs none either
+//     (page_defer_unmap, the default): it is mapped at its new address
+//     while its old mapping stays, as a retiring block with a ghost
+//     record that nothing is placed over, and the old mapping is unmapped
+//     at a later growth or release window once its stream is settled past
+//     the free (the stream's order keeps the new block's work after the
+//     old block's, as for any cached block). Settled and same-stream
+//     chunks move first; those of other streams only when creating the
+//     rest would take the reserve more than 1 % above the active peak,
+//     or past the cap.
 //     A release window of the fine regime releases only settled chunks;
 //     the coarse regime's waits for the others' streams and releases them
 //     too. One MemSetAccess covers the run. In the fine regime (below) new physical
