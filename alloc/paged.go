@@ -661,8 +661,14 @@ func (a *Allocator) unmapChunksLocked(picks []idleChunk, moveTo *Stream) ([]*chu
 // markUnmappedLocked turns pages [lo, hi) of mapped free block b into an
 // unmapped block.
 func (a *Allocator) markUnmappedLocked(b *block, lo, hi uint64) {
-	// Cut first, set the kinds, then attach: a piece must never meet a
-	// detached neighbour of its own kind.
+	a.attachFreeLocked(a.carveLocked(b, lo, hi, stateFree, true))
+}
+
+// carveLocked cuts [lo, hi) out of mapped free block b, gives that piece
+// state and unmapped, files the pieces around it and returns the piece, in
+// no container. Cut first, set the kind, then attach: a piece must never
+// meet a detached neighbour of its own kind.
+func (a *Allocator) carveLocked(b *block, lo, hi uint64, state blockState, unmapped bool) *block {
 	a.detachFreeLocked(b)
 	mid := b
 	if lo > b.addr {
@@ -672,14 +678,14 @@ func (a *Allocator) markUnmappedLocked(b *block, lo, hi uint64) {
 	if hi < mid.addr+mid.size {
 		right = a.splitBlock(mid, hi)
 	}
-	mid.unmapped = true
+	mid.state, mid.unmapped = state, unmapped
 	if mid != b {
 		a.attachFreeLocked(b)
 	}
 	if right != nil {
 		a.attachFreeLocked(right)
 	}
-	a.attachFreeLocked(mid)
+	return mid
 }
 
 // ghostLocked takes chunk c, whose pages are idle in free block b, out of
@@ -689,22 +695,7 @@ func (a *Allocator) ghostLocked(b *block, c *chunk) {
 	ar := b.seg.arena
 	ar.setPages(c, nil, a.pg.gran)
 	ar.mapped -= c.size
-	a.detachFreeLocked(b)
-	mid := b
-	if c.addr > b.addr {
-		mid = a.splitBlock(b, c.addr)
-	}
-	var right *block
-	if c.end() < mid.addr+mid.size {
-		right = a.splitBlock(mid, c.end())
-	}
-	mid.state = stateRetiring
-	if mid != b {
-		a.attachFreeLocked(b)
-	}
-	if right != nil {
-		a.attachFreeLocked(right)
-	}
+	mid := a.carveLocked(b, c.addr, c.end(), stateRetiring, false)
 	a.pg.ghosts = append(a.pg.ghosts, ghost{b: mid, c: c})
 	c.ghosts++
 }
@@ -808,8 +799,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	}
 	pg.synced = pg.synced[:0]
 	lo, room := p.u.addr, p.u.size
-	a.pollMarkersLocked()
-	defer a.recordMarkersLocked()
+	defer a.recordMarkersLocked() // pagedTryLocked polled them before placing
 	cands, idle := a.idleChunksLocked(p.start/g*g, roundUp(p.runEnd, g))
 	var picks []idleChunk
 	var moved uint64
