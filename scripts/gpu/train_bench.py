@@ -83,7 +83,9 @@ counters are reset once, before the model is built), ratio
 (reserved/allocated), allocated_idle (allocated between steps after the
 last one: weights, gradients, optimizer state), device_used_before/after
 (total - free from torch.cuda.mem_get_info, whole device), import_s,
-lock_wait_s, build_s, wall_s, torch, gpu, ok.
+lock_wait_s, build_s, wall_s, torch, gpu, ok; step_ms (every timed
+step) and, where NVML answers, sm_mhz (the SM clock read after each timed
+step) and its median sm_mhz_median.
 A failure prints the same line with ok false and the error (type and first
 line) and exits 1; an out-of-memory error exits 3 and writes its message
 (first 300 characters, on one line) to stderr, which is what vram fit reads
@@ -448,6 +450,36 @@ def preload(workload):
         import torchvision  # noqa: F401
 
 
+class SMClock:
+    """The GPU's current SM clock through NVML (libnvidia-ml, via ctypes),
+    sampled between steps: process-to-process differences in step time can
+    then be set beside the clock the GPU ran at. NVML index 0 is assumed to
+    be the CUDA device (one card per run here). Without NVML, read()
+    returns None."""
+
+    def __init__(self):
+        import ctypes
+        self.h = None
+        try:
+            self.nvml = ctypes.CDLL("libnvidia-ml.so.1")
+            if self.nvml.nvmlInit_v2() != 0:
+                return
+            h = ctypes.c_void_p()
+            if self.nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0:
+                self.h = h
+        except OSError:
+            pass
+        self.mhz = ctypes.c_uint()
+
+    def read(self):
+        import ctypes
+        if self.h is None:
+            return None
+        if self.nvml.nvmlDeviceGetClockInfo(self.h, 1, ctypes.byref(self.mhz)) != 0:  # 1: NVML_CLOCK_SM
+            return None
+        return self.mhz.value
+
+
 _lock_file = None  # held until the process exits
 
 
@@ -561,6 +593,7 @@ def run(a, res):
 
     times, losses, started, truncated = [], [], None, False
     at_warm = None
+    clock, clocks = SMClock(), []
     for i in range(a.steps):
         data = b.make_input(i)
         torch.cuda.synchronize()
@@ -574,6 +607,9 @@ def run(a, res):
         del data, loss
         if i >= a.warmup:
             times.append(dt * 1e3)
+            mhz = clock.read()
+            if mhz is not None:
+                clocks.append(mhz)
             if started is None:
                 started = time.perf_counter() - dt
             if a.max_seconds and time.perf_counter() - started > a.max_seconds and i < a.steps - 1:
@@ -601,6 +637,10 @@ def run(a, res):
     res["step_ms_median"] = round(statistics.median(times), 3)
     res["step_ms_p95"] = round(percentile(times, 95), 3)
     res["step_ms_mean"] = round(statistics.fmean(times), 3)
+    res["step_ms"] = [round(t, 3) for t in times]
+    if clocks:
+        res["sm_mhz_median"] = statistics.median(clocks)
+        res["sm_mhz"] = clocks
     res["loss_final"] = losses[-1]
     res["losses_tail"] = losses[-5:]
     res["losses"] = losses
