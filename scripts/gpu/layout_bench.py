@@ -26,8 +26,8 @@ repository's python/ and the .gpu/libvram.so built and carried):
 
 It prints one JSON line: the allocator, its configuration, the layout
 (blocks, bytes, peak reserved/allocated, vram's chunk and call counts),
-and the median and each repeat's GB/s. Not yet run: no figure
-from it is in docs/ (2026-12-07).
+and the median and each repeat's GB/s. First run on an H100, 2026-12-07
+(docs/torch.md, "2026-12-07, 23:03-23:25 UTC": all four within 0.7 %).
 """
 
 import argparse
