@@ -94,14 +94,22 @@ def step_ratio(rows, runs, w, a):
     return None
 
 
+def round_spread(rows, w, a):
+    """(slowest - fastest) / median of the allocator's median steps over
+    its rounds; None with fewer than two rounds."""
+    per = [r["step_ms_median"] for r in by_round(rows).get((w, a), {}).values()]
+    return (max(per) - min(per)) / median(per) if len(per) > 1 else None
+
+
 def rounds_table(rows, workloads):
     """Lines of the step-time table over rounds, empty without rounds."""
     rounds = by_round(rows)
     if not rounds:
         return []
     lines = ["## Step time over rounds (each round: every allocator once, a fresh process each)", "",
-             "| workload | allocator | median step per round, ms | median of the rounds, ms | / default, median of the rounds' ratios |",
-             "|---|---|---|---|---|"]
+             "| workload | allocator | median step per round, ms | median of the rounds, ms | spread of the rounds "
+             "| / default, median of the rounds' ratios |",
+             "|---|---|---|---|---|---|"]
     runs = latest(rows)
     for w in workloads:
         for a in ORDER:
@@ -110,9 +118,38 @@ def rounds_table(rows, workloads):
                 continue
             per = [rs[k]["step_ms_median"] for k in sorted(rs)]
             rel = step_ratio(rows, runs, w, a)
-            lines.append("| %s | %s | %s | %.2f | %s |" % (
+            spread = round_spread(rows, w, a)
+            lines.append("| %s | %s | %s | %.2f | %s | %s |" % (
                 w, a, ", ".join("%.1f" % x for x in per), median(per),
+                "%.1f %%" % (100 * spread) if spread is not None else "-",
                 "%.3f" % rel if rel is not None and a != "default" else "-"))
+    lines += ["", "(spread: (slowest - fastest) / median of the allocator's own rounds; a ratio to the default "
+              "is decided only where it stands well outside the spreads)", ""]
+    return lines
+
+
+def steps_table(rows, workloads):
+    """Lines of the table of each run's steps (train_bench.py's step_ms and
+    sm_mhz): how much the steps of one process scatter, and the SM clock
+    they ran at, so that a run that is slow throughout can be told from
+    one with a few slow steps, and a slow GPU clock from a slow host.
+    Empty when no run has step_ms."""
+    got = [r for r in rows if r.get("ok") and r.get("step_ms")]
+    if not got:
+        return []
+    lines = ["## Steps within each run (every timed step; SM clock read after each, through NVML)", "",
+             "| workload | allocator | round | steps | median ms | p10–p90 ms | SM clock MHz, median (min–max) |",
+             "|---|---|---|---|---|---|---|"]
+    for w in workloads:
+        for r in got:
+            if r.get("workload") != w:
+                continue
+            t = sorted(r["step_ms"])
+            lo, hi = t[len(t) // 10], t[min(len(t) - 1, (len(t) * 9) // 10)]
+            m = r.get("sm_mhz") or []
+            clock = "%d (%d–%d)" % (median(m), min(m), max(m)) if m else "-"
+            lines.append("| %s | %s | %s | %d | %.1f | %.1f–%.1f | %s |" % (
+                w, r.get("allocator"), r.get("round", "-"), len(t), median(t), lo, hi, clock))
     lines.append("")
     return lines
 
@@ -336,8 +373,13 @@ def targets(workloads, runs, fits, rows=()):
             if v is not None:
                 vals.append((w, v))
         ok = bool(vals) and all(v <= 1 + STEP_TOL for _, v in vals)
+
+        def with_spread(w, v):
+            sp = round_spread(rows, w, "default")
+            return "%s %.3f" % (w, v) + (" (the default's own rounds spread %.1f %%)" % (100 * sp) if sp else "")
+
         checks.append((ok, "median step within %.0f %% of default: %s" % (100 * STEP_TOL, ", ".join(
-            "%s %.3f" % (w, v) for w, v in vals) or "no pairs")))
+            with_spread(w, v) for w, v in vals) or "no pairs")))
         # largest batch
         gains = []
         for w in workloads:
@@ -411,6 +453,7 @@ def summary(d):
     for w in workloads:
         lines += workload_table(w, runs, fits)
     lines += rounds_table(rows, workloads)
+    lines += steps_table(rows, workloads)
     lines += timed_table(rows, workloads)
     t, ok = targets(workloads, runs, fits, rows)
     lines += t
@@ -501,9 +544,24 @@ def self_test():
                     rows.append(r)
             self.write(rows)
             text, ok = summary(self.d)
-            self.assertIn("| kvgen | vram_paged | 100.0, 150.8, 102.0 | 102.01 | 1.005 |", text)
-            self.assertIn("| kvgen | default | 100.0, 150.0, 101.0 | 101.00 | - |", text)
-            self.assertIn("PASS median step within 1 % of default: kvgen 1.005", text)
+            self.assertIn("| kvgen | vram_paged | 100.0, 150.8, 102.0 | 102.01 | 49.8 % | 1.005 |", text)
+            self.assertIn("| kvgen | default | 100.0, 150.0, 101.0 | 101.00 | 49.5 % | - |", text)
+            self.assertNotIn("Steps within each run", text)  # no step_ms in these rows
+            self.assertIn("PASS median step within 1 % of default: kvgen 1.005 (the default's own rounds spread 49.5 %)", text)
+
+        def test_steps_within_runs(self):
+            L = [5.0]
+            r = run("kvgen", "default", 1.08, 30.0, L)
+            r["round"] = 1
+            r["step_ms"] = [float(x) for x in range(10, 60, 5)]  # 10, 15, ..., 55
+            r["sm_mhz"] = [1980, 1755, 1980, 1980]
+            v = run("kvgen", "vram_fine", 1.02, 31.0, L)
+            v["round"] = 1
+            v["step_ms"] = [31.0]  # no NVML: no sm_mhz
+            self.write([r, v])
+            text, _ = summary(self.d)
+            self.assertIn("| kvgen | default | 1 | 10 | 32.5 | 15.0–55.0 | 1980 (1755–1980) |", text)
+            self.assertIn("| kvgen | vram_fine | 1 | 1 | 31.0 | 31.0–31.0 | - |", text)
 
         def test_timed_alloc(self):
             L = [5.0]
