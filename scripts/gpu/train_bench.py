@@ -66,6 +66,11 @@ each allocator is capped by its own mechanism, as a user would). With
 preinstalled the cap is the caller's (put max_bytes in its configuration);
 --cap-gib then uses set_per_process_memory_fraction.
 
+--turns IN,OUT (with --turn-first on one side): two runs take turns step
+by step over two FIFOs, step i of one, then step i of the other, for a
+per-step comparison under the same host state; lockstep_bench.py starts
+such pairs. turn_wait_s says how long a run waited for its partner.
+
 --gpu-lock FILE: the process imports torch and the workload's libraries
 (the slow part of its start, some 15 s with transformers), then waits for
 an exclusive lock on FILE before it installs the allocator and starts CUDA,
@@ -141,6 +146,12 @@ def parse_args(argv=None):
     ap.add_argument("--record-history", default="",
                     help="record the allocator's memory history over the whole run and dump it to this "
                          "pickle (vram's allocators: its event trace, trace_events; vram replay reads it)")
+    ap.add_argument("--turns", default="",
+                    help="IN,OUT: two FIFOs shared with one partner run; take turns with it step by step "
+                         "(lockstep_bench.py sets this up)")
+    ap.add_argument("--turn-first", action="store_true", help="with --turns: take the first step without waiting")
+    ap.add_argument("--turn-timeout", type=float, default=300,
+                    help="with --turns: give up after waiting this many seconds for the partner (default 300)")
     ap.add_argument("--run-timeout", type=int, default=0,
                     help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
@@ -152,6 +163,15 @@ def parse_args(argv=None):
         ap.error("--steps %d --warmup %d: want 0 <= warmup < steps" % (a.steps, a.warmup))
     if a.cap_gib < 0:
         ap.error("--cap-gib %g: must not be negative" % a.cap_gib)
+    if a.turns:
+        if len(a.turns.split(",")) != 2 or not all(a.turns.split(",")):
+            ap.error("--turns %r: want IN,OUT (two FIFO paths)" % a.turns)
+        if a.max_seconds:
+            ap.error("--turns: --max-seconds would end one run's steps before its partner's; leave it 0")
+        if a.gpu_lock:
+            ap.error("--turns and --gpu-lock exclude each other: partners share the GPU turn by turn")
+    elif a.turn_first:
+        ap.error("--turn-first needs --turns")
     return a
 
 
@@ -480,7 +500,54 @@ class SMClock:
         return self.mhz.value
 
 
+class Turns:
+    """Step-by-step turn-taking between two runs (lockstep_bench.py): each
+    step waits for a byte from the partner on IN and hands one over on OUT
+    when it is done, so the partners' steps alternate: step i of one, then
+    step i of the other, seconds apart, under the same host and GPU state.
+    A run that fails hands over STOP, and its partner then fails too
+    instead of going on alone. Both FIFOs are opened read-write, so that
+    neither open blocks and a byte written before the partner opens its end
+    is kept."""
+
+    GO, STOP = b"g", b"s"
+
+    def __init__(self, spec, first, timeout_s):
+        inp, out = spec.split(",")
+        self.inp = os.open(inp, os.O_RDWR)
+        self.out = os.open(out, os.O_RDWR)
+        self.owe = first  # the first run takes its first step without waiting
+        self.timeout_s = timeout_s
+        self.waited_s = 0.0
+
+    def wait(self):
+        """Block until it is this run's turn."""
+        import select
+        if self.owe:
+            self.owe = False
+            return
+        t = time.perf_counter()
+        r, _, _ = select.select([self.inp], [], [], self.timeout_s)
+        if not r:
+            raise RuntimeError("--turns: the partner run gave no turn in %g s" % self.timeout_s)
+        b = os.read(self.inp, 1)
+        self.waited_s += time.perf_counter() - t
+        if b != self.GO:
+            raise RuntimeError("--turns: the partner run stopped")
+
+    def done(self):
+        """Hand the turn to the partner."""
+        os.write(self.out, self.GO)
+
+    def stop(self):
+        try:
+            os.write(self.out, self.STOP)
+        except OSError:
+            pass
+
+
 _lock_file = None  # held until the process exits
+_turns = None  # the Turns of --turns, opened before the GPU is touched
 
 
 def gpu_lock(path, group=1, barrier_s=90):
@@ -594,7 +661,10 @@ def run(a, res):
     times, losses, started, truncated = [], [], None, False
     at_warm = None
     clock, clocks = SMClock(), []
+    turns = _turns
     for i in range(a.steps):
+        if turns:
+            turns.wait()
         data = b.make_input(i)
         torch.cuda.synchronize()
         if i == a.warmup:
@@ -605,6 +675,8 @@ def run(a, res):
         dt = time.perf_counter() - t0
         losses.append(float(loss))
         del data, loss
+        if turns:
+            turns.done()
         if i >= a.warmup:
             times.append(dt * 1e3)
             mhz = clock.read()
@@ -638,6 +710,8 @@ def run(a, res):
     res["step_ms_p95"] = round(percentile(times, 95), 3)
     res["step_ms_mean"] = round(statistics.fmean(times), 3)
     res["step_ms"] = [round(t, 3) for t in times]
+    if turns:
+        res["turn_wait_s"] = round(turns.waited_s, 2)
     if clocks:
         res["sm_mhz_median"] = statistics.median(clocks)
         res["sm_mhz"] = clocks
@@ -731,7 +805,7 @@ def emit(a, res):
 
 
 def main(argv=None):
-    global torch
+    global torch, _turns
     a = parse_args(argv)
     set_env(a)
     t_start = time.perf_counter()
@@ -755,6 +829,8 @@ def main(argv=None):
         res["import_s"] = round(time.perf_counter() - t_start, 2)
         if a.gpu_lock:
             res["lock_wait_s"] = gpu_lock(a.gpu_lock, a.group_size)
+        if a.turns:
+            _turns = Turns(a.turns, a.turn_first, a.turn_timeout)
         if a.run_timeout:
             signal.signal(signal.SIGALRM, on_alarm)
             signal.alarm(a.run_timeout)
@@ -762,6 +838,8 @@ def main(argv=None):
         signal.alarm(0)
     except BaseException as e:  # noqa: B902 - the line must come out whatever happened
         signal.alarm(0)
+        if _turns:
+            _turns.stop()  # the partner must not go on alone
         if isinstance(e, KeyboardInterrupt):
             res["error"] = "interrupted"
             code = 130

@@ -1,0 +1,144 @@
+"""Tests of lockstep_bench.py and of train_bench.py's turn-taking, without
+torch or a GPU (python3 -m unittest discover -s scripts/gpu -p '*_test.py')."""
+
+import contextlib
+import importlib.util
+import io
+import os
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lockstep_bench as lb  # noqa: E402
+import train_bench as tb  # noqa: E402
+
+
+def fifos(d):
+    a, b = os.path.join(d, "1to2"), os.path.join(d, "2to1")
+    os.mkfifo(a)
+    os.mkfifo(b)
+    return a, b
+
+
+class Args(unittest.TestCase):
+    def test_bad_input_is_refused(self):
+        for argv in (["--workload", "kvgen", "--pairs", "default"],
+                     ["--workload", "kvgen", "--pairs", "default,"],
+                     ["--workload", "kvgen", "--pairs", "default,vram", "--steps", "5", "--warmup", "5"],
+                     ["--workload", "kvgen", "--pairs", "default,vram", "--", "--turns", "x,y"],
+                     ["--workload", "kvgen", "--pairs", "default,vram", "--", "--max-seconds=3"]):
+            with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()):
+                with self.assertRaises(SystemExit):
+                    lb.parse_args(argv)
+
+    def test_extra_args_pass_through(self):
+        a = lb.parse_args(["--workload", "gpt2", "--pairs", "default,vram_fine", "vram_fine,default",
+                           "--", "--batch", "4"])
+        self.assertEqual(a.pairs, [("default", "vram_fine"), ("vram_fine", "default")])
+        self.assertEqual(a.extra, ["--batch", "4"])
+
+    def test_train_bench_refuses_turns_with_a_time_limit(self):
+        for argv in (["--turns", "a", "--max-seconds", "0"],
+                     ["--turns", "a,b", "--max-seconds", "5"],
+                     ["--turns", "a,b", "--gpu-lock", "l"],
+                     ["--turn-first"]):
+            with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()):
+                with self.assertRaises(SystemExit):
+                    tb.parse_args(["--workload", "kvgen", "--allocator", "default"] + argv)
+
+
+class Paired(unittest.TestCase):
+    def test_step_by_step_ratios(self):
+        first = [100.0, 200.0, 100.0, 300.0]
+        second = [101.0, 202.0, 103.0, 303.0, 999.0]  # the extra step has no partner
+        got = lb.paired(first, second)
+        self.assertEqual(got["steps"], 4)
+        self.assertEqual(got["ratio_median"], 1.01)  # ratios 1.01, 1.01, 1.03, 1.01
+        self.assertEqual(got["ratio_p25"], 1.01)
+        self.assertEqual(got["ratio_p75"], 1.01)
+        self.assertEqual(got["ratio_p25"], lb.quantile([1.01, 1.01, 1.03, 1.01], 0.25))
+        self.assertEqual(got["first_ms"], 150.0)
+        self.assertEqual(got["second_ms"], 152.5)
+
+    def test_no_steps(self):
+        self.assertEqual(lb.paired([], [1.0]), {"steps": 0})
+
+    def test_order_corrected(self):
+        res = [{"ok": True, "first": "default", "second": "vram_fine", "ratio_median": 1.04},
+               {"ok": True, "first": "vram_fine", "second": "default", "ratio_median": 0.98},
+               {"ok": True, "first": "default", "second": "default", "ratio_median": 1.01},
+               {"ok": True, "first": "default", "second": "vram_paged", "ratio_median": 1.2}]  # one order only
+        got = lb.order_corrected(res)
+        self.assertEqual(set(got), {"vram_fine"})
+        self.assertAlmostEqual(got["vram_fine"], (1.04 / 0.98) ** 0.5, places=4)
+
+    def test_table(self):
+        ok = dict(workload="kvgen", ok=True, steps=40, first_ms=380.0, second_ms=395.2, ratio_median=1.04,
+                  ratio_p25=1.02, ratio_p75=1.06, ratio_of_medians=1.04, first_run={"sm_mhz_median": 1980},
+                  second_run={})
+        rows = [dict(ok, first="default", second="vram_fine"),
+                dict(ok, first="vram_fine", second="default", ratio_median=0.98),
+                {"workload": "kvgen", "ok": False, "first": "a", "second": "b", "error": "a: boom"}]
+        text = lb.table(rows)
+        self.assertIn("| kvgen | default | vram_fine | 40 | 380.0 · 395.2 | 1.0400 (1.0200–1.0600) | 1.0400 | 1980 · - |", text)
+        self.assertIn("| kvgen | a | b | failed: a: boom |", text)
+        self.assertIn("Order-corrected, sqrt(r(default,X) / r(X,default)): vram_fine 1.0302", text)
+
+
+class Turns(unittest.TestCase):
+    def test_two_runs_alternate(self):
+        with tempfile.TemporaryDirectory() as d:
+            f12, f21 = fifos(d)
+            order, lock = [], threading.Lock()
+
+            def steps(name, turns):
+                for i in range(5):
+                    turns.wait()
+                    with lock:
+                        order.append("%s%d" % (name, i))
+                    turns.done()
+
+            one = tb.Turns(f21 + "," + f12, True, 5)
+            two = tb.Turns(f12 + "," + f21, False, 5)
+            t = threading.Thread(target=steps, args=("b", two))
+            t.start()
+            steps("a", one)
+            t.join(5)
+            self.assertEqual(order, ["a0", "b0", "a1", "b1", "a2", "b2", "a3", "b3", "a4", "b4"])
+
+    def test_a_stopped_partner_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            f12, f21 = fifos(d)
+            one = tb.Turns(f21 + "," + f12, True, 5)
+            two = tb.Turns(f12 + "," + f21, False, 5)
+            one.wait()  # the first step needs no turn
+            one.stop()  # and then the run failed
+            with self.assertRaisesRegex(RuntimeError, "partner run stopped"):
+                two.wait()
+
+    def test_a_silent_partner_times_out(self):
+        with tempfile.TemporaryDirectory() as d:
+            f12, f21 = fifos(d)
+            two = tb.Turns(f12 + "," + f21, False, 0.2)
+            with self.assertRaisesRegex(RuntimeError, "no turn in 0.2 s"):
+                two.wait()
+
+
+@unittest.skipIf(importlib.util.find_spec("torch") is not None, "torch is here: the pair would really run")
+class PairWithoutTorch(unittest.TestCase):
+    def test_both_runs_fail_fast_and_the_pair_says_why(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = lb.parse_args(["--workload", "kvgen", "--pairs", "default,vram_fine", "--pair-timeout", "60",
+                               "--out", d])
+            res = lb.run_pair(a, 1, "default", "vram_fine", d)
+            self.assertFalse(res["ok"])
+            self.assertEqual(res["exit"], [1, 1])
+            self.assertIn("default: ModuleNotFoundError", res["error"])
+            self.assertIn("vram_fine: ModuleNotFoundError", res["error"])
+            self.assertLess(res["wall_s"], 60)
+
+
+if __name__ == "__main__":
+    unittest.main()
