@@ -38,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -152,6 +153,7 @@ def run_pair(a, k, first, second, out):
             codes.append("timeout")
     for _, log in files:
         log.close()
+    shutil.rmtree(d, ignore_errors=True)  # the two FIFOs
     res["exit"] = codes
     runs = [read_line(js) for js, _ in files]
     for name, r in zip(("first_run", "second_run"), runs):

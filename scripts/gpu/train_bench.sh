@@ -64,6 +64,12 @@
 #                        when vram fit has --alloc-conf) or installed by train_bench.py
 #                        itself (job)
 #   PERCALL=0|1 (0)      also torch_percall.py per allocator, and CuPy default / vram
+#   LOCKSTEP="kvgen gpt2" (none)  after the runs, lockstep_bench.py on these workloads:
+#                        a default,default control, then each of LOCKSTEP_ALLOCATORS
+#                        (vram_fine) against the default in both orders, the runs of a
+#                        pair taking turns step by step (~50 s a pair on kvgen, ~30 s on
+#                        gpt2); $OUT/lockstep.jsonl, and the summary's step-time target
+#                        then uses the order-corrected per-step ratio
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/vram-train}
@@ -87,6 +93,8 @@ FIT_MEM_GIB=${FIT_MEM_GIB:-120}
 FIT_TRIAL_TIMEOUT=${FIT_TRIAL_TIMEOUT:-240}
 FIT_FROM=${FIT_FROM:-$OUT/train.jsonl}
 PERCALL=${PERCALL:-0}
+LOCKSTEP=${LOCKSTEP:-}
+LOCKSTEP_ALLOCATORS=${LOCKSTEP_ALLOCATORS:-vram_fine}
 DEADLINE_S=${DEADLINE_S:-525}
 MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
 B=scripts/gpu/train_bench.py
@@ -98,6 +106,7 @@ rm -rf "$F" "$OUT/runs"
 mkdir -p "$OUT/runs" "$F"
 : > "$OUT/train.jsonl"
 [ "$PERCALL" = 1 ] && : > "$OUT/percall.jsonl"
+rm -rf "$OUT/lockstep" "$OUT/lockstep.jsonl"
 exec > >(tee "$OUT/train.log") 2>&1
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
@@ -194,6 +203,22 @@ if [ "$PERCALL" = 1 ]; then
 	done
 	for a in default vram; do
 		timeout 90 $PY scripts/gpu/torch_percall.py --framework cupy --allocator "$a" --json "$OUT/percall.jsonl" 2>&1 | tail -n 5
+	done
+fi
+
+if [ -n "$LOCKSTEP" ]; then
+	part "lockstep: workloads [$LOCKSTEP], [$LOCKSTEP_ALLOCATORS] against the default"
+	for w in $LOCKSTEP; do
+		if [ $(( $(el) + 60 )) -ge "$DEADLINE_S" ]; then
+			echo "-- lockstep $w: skipped, $(el) s leaves less than 60 s before the deadline of $DEADLINE_S s"
+			continue
+		fi
+		pairs=(default,default)
+		for x in $LOCKSTEP_ALLOCATORS; do pairs+=("default,$x" "$x,default"); done
+		if [ "$w" = kvgen ]; then st=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else st=(--steps "$STEPS" --warmup "$WARMUP"); fi
+		timeout -k 10 $(( DEADLINE_S - $(el) )) $PY scripts/gpu/lockstep_bench.py --workload "$w" --pairs "${pairs[@]}" \
+			"${st[@]}" --pair-timeout $(( 2 * RUN_TIMEOUT )) --out "$OUT/lockstep" --json "$OUT/lockstep.jsonl" 2>&1 | tail -n 8
+		echo "-- lockstep $w: exit ${PIPESTATUS[0]}"
 	done
 fi
 

@@ -3,7 +3,8 @@
 the allocators' memory, step time, losses and the largest batch vram fit
 found under the cap, then the target checks. Standard library only.
 
-  train_summary.py DIR              DIR/train.jsonl, DIR/fit/*.json, DIR/percall.jsonl
+  train_summary.py DIR              DIR/train.jsonl, DIR/fit/*.json, DIR/percall.jsonl,
+                                    DIR/lockstep.jsonl
   train_summary.py --fit-range JSONL WORKLOAD ALLOCATOR CAP_GIB
                                     prints "MIN MAX": the --min/--max for vram fit,
                                     estimated from the run of that allocator in JSONL
@@ -16,12 +17,17 @@ Targets (for vram, vram_paged, vram_fine, vram_fine_keep and vram_fine_wait, eac
 reserved/allocated <= 1.03 on every workload; median step within 1 % of
 default's; the largest batch under the cap >= 5 % above expandable's on at
 least two workloads; losses identical to default's (exact float compare over
-the steps both ran)."""
+the steps both ran). Where DIR/lockstep.jsonl (train_bench.sh LOCKSTEP) has
+the allocator against the default in both orders, the step-time check uses
+that order-corrected per-step ratio instead of the rounds'."""
 import glob
 import json
 import math
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lockstep_bench  # noqa: E402  (its ratio and table code; standard library only)
 
 GiB = 2**30
 ORDER = ("default", "expandable", "vram", "vram_paged", "vram_fine", "vram_fine_keep", "vram_fine_wait", "preinstalled")
@@ -354,7 +360,28 @@ def workload_table(w, runs, fits):
     return lines
 
 
-def targets(workloads, runs, fits, rows=()):
+def lockstep_ratios(ls_rows):
+    """{(workload, allocator): order-corrected per-step ratio to the default}
+    and {workload: the default,default control's median per-step ratio}."""
+    ratios, control = {}, {}
+    for w in sorted({r.get("workload") for r in ls_rows}):
+        mine = [r for r in ls_rows if r.get("workload") == w]
+        for a, v in lockstep_bench.order_corrected(mine).items():
+            ratios[(w, a)] = v
+        for r in mine:
+            if r.get("ok") and r.get("first") == r.get("second") == "default":
+                control[w] = r["ratio_median"]
+    return ratios, control
+
+
+def lockstep_section(ls_rows):
+    if not ls_rows:
+        return []
+    return ["## Step time in lockstep (lockstep_bench.py: the runs of a pair take turns step by step)", "",
+            lockstep_bench.table(ls_rows), ""]
+
+
+def targets(workloads, runs, fits, rows=(), ls_rows=()):
     """Lines of the target checks, and whether every check passed."""
     out, all_ok = ["## Targets", ""], True
     for a in VRAM:
@@ -366,15 +393,22 @@ def targets(workloads, runs, fits, rows=()):
         ok = bool(vals) and all(v is not None and v <= RATIO_MAX for _, v in vals)
         checks.append((ok, "reserved/allocated ≤ %.2f: %s" % (RATIO_MAX, ", ".join(
             "%s %s" % (w, fnum(v, "%.3f")) for w, v in vals) or "no runs")))
-        # step time
+        # step time: the lockstep figure where there is one
+        lock, control = lockstep_ratios(ls_rows)
         vals = []
         for w in workloads:
-            v = step_ratio(rows, runs, w, a)
+            v = lock.get((w, a))
+            if v is None:
+                v = step_ratio(rows, runs, w, a)
             if v is not None:
                 vals.append((w, v))
         ok = bool(vals) and all(v <= 1 + STEP_TOL for _, v in vals)
 
         def with_spread(w, v):
+            if (w, a) in lock:
+                c = control.get(w)
+                return "%s %.3f (lockstep, order-corrected%s)" % (
+                    w, v, "; default against itself %.3f" % c if c is not None else "")
             sp = round_spread(rows, w, "default")
             return "%s %.3f" % (w, v) + (" (the default's own rounds spread %.1f %%)" % (100 * sp) if sp else "")
 
@@ -455,7 +489,12 @@ def summary(d):
     lines += rounds_table(rows, workloads)
     lines += steps_table(rows, workloads)
     lines += timed_table(rows, workloads)
-    t, ok = targets(workloads, runs, fits, rows)
+    ls_rows = read_jsonl(os.path.join(d, "lockstep.jsonl"))
+    for r in ls_rows:
+        if r.get("workload") not in workloads:
+            workloads.append(r.get("workload"))
+    lines += lockstep_section(ls_rows)
+    t, ok = targets(workloads, runs, fits, rows, ls_rows)
     lines += t
     lines += percall_table(read_jsonl(os.path.join(d, "percall.jsonl")))
     return "\n".join(lines), ok
@@ -562,6 +601,22 @@ def self_test():
             text, _ = summary(self.d)
             self.assertIn("| kvgen | default | 1 | 10 | 32.5 | 15.0–55.0 | 1980 (1755–1980) |", text)
             self.assertIn("| kvgen | vram_fine | 1 | 1 | 31.0 | 31.0–31.0 | - |", text)
+
+        def test_lockstep(self):
+            L = [5.0]
+            self.write([run("kvgen", "default", 1.08, 380.0, L), run("kvgen", "vram_fine", 1.02, 420.0, L)])
+            base = dict(workload="kvgen", ok=True, steps=30, first_ms=380.0, second_ms=384.0, ratio_p25=0.99,
+                        ratio_p75=1.03, ratio_of_medians=1.01, first_run={}, second_run={})
+            with open(os.path.join(self.d, "lockstep.jsonl"), "w") as f:
+                for first, second, r in (("default", "default", 1.002), ("default", "vram_fine", 1.012),
+                                         ("vram_fine", "default", 0.996)):
+                    f.write(json.dumps(dict(base, first=first, second=second, ratio_median=r)) + "\n")
+            text, _ = summary(self.d)
+            self.assertIn("## Step time in lockstep", text)
+            self.assertIn("| kvgen | default | vram_fine | 30 | 380.0 · 384.0 | 1.0120 (0.9900–1.0300) |", text)
+            # sqrt(1.012 / 0.996) = 1.0080: within 1 %, though the separate runs' ratio is 1.105
+            self.assertIn("PASS median step within 1 % of default: kvgen 1.008 (lockstep, order-corrected; "
+                          "default against itself 1.002)", text)
 
         def test_timed_alloc(self):
             L = [5.0]
