@@ -384,8 +384,9 @@ def lockstep_section(ls_rows):
 def targets(workloads, runs, fits, rows=(), ls_rows=()):
     """Lines of the target checks, and whether every check passed."""
     out, all_ok = ["## Targets", ""], True
+    lock, control = lockstep_ratios(ls_rows)
     for a in VRAM:
-        if not any((w, a) in runs for w in workloads) and not any((w, a) in fits for w in workloads):
+        if not any((w, a) in runs or (w, a) in fits or (w, a) in lock for w in workloads):
             continue
         checks = []
         # reserved/allocated
@@ -394,7 +395,6 @@ def targets(workloads, runs, fits, rows=(), ls_rows=()):
         checks.append((ok, "reserved/allocated ≤ %.2f: %s" % (RATIO_MAX, ", ".join(
             "%s %s" % (w, fnum(v, "%.3f")) for w, v in vals) or "no runs")))
         # step time: the lockstep figure where there is one
-        lock, control = lockstep_ratios(ls_rows)
         vals = []
         for w in workloads:
             v = lock.get((w, a))
@@ -617,6 +617,10 @@ def self_test():
             # sqrt(1.012 / 0.996) = 1.0080: within 1 %, though the separate runs' ratio is 1.105
             self.assertIn("PASS median step within 1 % of default: kvgen 1.008 (lockstep, order-corrected; "
                           "default against itself 1.002)", text)
+            os.remove(os.path.join(self.d, "train.jsonl"))  # lockstep alone (train_bench.sh RUNS=0)
+            text, _ = summary(self.d)
+            self.assertIn("PASS median step within 1 % of default: kvgen 1.008 (lockstep", text)
+            self.assertIn("FAIL reserved/allocated ≤ 1.03: no runs", text)
 
         def test_timed_alloc(self):
             L = [5.0]
