@@ -139,6 +139,18 @@ class PairWithoutTorch(unittest.TestCase):
             self.assertIn("vram_fine: ModuleNotFoundError", res["error"])
             self.assertLess(res["wall_s"], 60)
 
+    def test_a_run_that_fails_before_its_steps_stops_its_partner(self):
+        import subprocess
+        with tempfile.TemporaryDirectory() as d:
+            f12, f21 = fifos(d)
+            partner = tb.Turns(f12 + "," + f21, False, 30)
+            p = subprocess.run([sys.executable, lb.TRAIN_BENCH, "--workload", "kvgen", "--allocator", "default",
+                                "--turns", f21 + "," + f12, "--turn-first"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn('"ok": false', p.stdout)
+            with self.assertRaisesRegex(RuntimeError, "partner run stopped"):
+                partner.wait()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -816,6 +816,8 @@ def main(argv=None):
         res["round"] = a.round
     code = 0
     try:
+        if a.turns:  # first, so that a failure anywhere below stops the partner too
+            _turns = Turns(a.turns, a.turn_first, a.turn_timeout)
         import torch as torch_mod
         torch = torch_mod
         res["torch"] = torch.__version__
@@ -829,8 +831,6 @@ def main(argv=None):
         res["import_s"] = round(time.perf_counter() - t_start, 2)
         if a.gpu_lock:
             res["lock_wait_s"] = gpu_lock(a.gpu_lock, a.group_size)
-        if a.turns:
-            _turns = Turns(a.turns, a.turn_first, a.turn_timeout)
         if a.run_timeout:
             signal.signal(signal.SIGALRM, on_alarm)
             signal.alarm(a.run_timeout)
