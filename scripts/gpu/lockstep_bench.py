@@ -38,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -88,16 +89,27 @@ def quantile(xs, q):
     return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
 
 
+def bootstrap_median_ci(xs, n=2000, seed=0):
+    """A 95 % interval for the median of xs: the 2.5th and 97.5th
+    percentiles of the medians of n resamples (with replacement, a fixed
+    seed, so the same steps give the same interval)."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[min(n - 1, int(0.975 * n))]
+
+
 def paired(first_ms, second_ms):
     """The per-step comparison of two runs' timed steps, step i with step i
-    (as many as both have): median and quartiles of second/first, and the
-    ratio of the two medians."""
+    (as many as both have): median and quartiles of second/first, a 95 %
+    bootstrap interval of that median, and the ratio of the two medians."""
     n = min(len(first_ms), len(second_ms))
     if n == 0:
         return {"steps": 0}
     r = [s / f for f, s in zip(first_ms[:n], second_ms[:n])]
     mf, ms = statistics.median(first_ms[:n]), statistics.median(second_ms[:n])
+    lo, hi = bootstrap_median_ci(r)
     return {"steps": n, "ratio_median": round(statistics.median(r), 4),
+            "ratio_ci95": [round(lo, 4), round(hi, 4)],
             "ratio_p25": round(quantile(r, 0.25), 4), "ratio_p75": round(quantile(r, 0.75), 4),
             "ratio_of_medians": round(ms / mf, 4), "first_ms": round(mf, 3), "second_ms": round(ms, 3)}
 
@@ -172,15 +184,18 @@ def run_pair(a, k, first, second, out):
 
 def table(results):
     lines = ["| workload | first | second | paired steps | median step, ms: first · second | per-step second/first: "
-             "median (p25–p75) | ratio of medians | SM MHz: first · second |", "|---|---|---|---|---|---|---|---|"]
+             "median (p25–p75) | 95 % interval of that median | ratio of medians | SM MHz: first · second |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for p in results:
         if not p.get("ok"):
-            lines.append("| %s | %s | %s | failed: %s | | | | |" % (p["workload"], p["first"], p["second"], p.get("error")))
+            lines.append("| %s | %s | %s | failed: %s | | | | | |" % (p["workload"], p["first"], p["second"], p.get("error")))
             continue
         fr, sr = p.get("first_run", {}), p.get("second_run", {})
-        lines.append("| %s | %s | %s | %d | %.1f · %.1f | %.4f (%.4f–%.4f) | %.4f | %s · %s |" % (
+        ci = p.get("ratio_ci95")
+        lines.append("| %s | %s | %s | %d | %.1f · %.1f | %.4f (%.4f–%.4f) | %s | %.4f | %s · %s |" % (
             p["workload"], p["first"], p["second"], p["steps"], p["first_ms"], p["second_ms"], p["ratio_median"],
-            p["ratio_p25"], p["ratio_p75"], p["ratio_of_medians"], fr.get("sm_mhz_median", "-"),
+            p["ratio_p25"], p["ratio_p75"], "%.4f–%.4f" % tuple(ci) if ci else "-", p["ratio_of_medians"],
+            fr.get("sm_mhz_median", "-"),
             sr.get("sm_mhz_median", "-")))
     oc = order_corrected(results)
     if oc:

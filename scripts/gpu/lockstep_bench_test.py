@@ -62,6 +62,19 @@ class Paired(unittest.TestCase):
         self.assertEqual(got["first_ms"], 150.0)
         self.assertEqual(got["second_ms"], 152.5)
 
+    def test_interval_of_the_median(self):
+        same = lb.paired([100.0] * 20, [101.0] * 20)
+        self.assertEqual(same["ratio_ci95"], [1.01, 1.01])  # every step alike: no doubt
+        first = [100.0 + (i % 7) for i in range(40)]
+        second = [f * (1.0 + 0.01 * ((i * 5) % 9 - 4)) for i, f in enumerate(first)]  # ratios 0.96..1.04
+        got = lb.paired(first, second)
+        lo, hi = got["ratio_ci95"]
+        self.assertLessEqual(lo, got["ratio_median"])
+        self.assertLessEqual(got["ratio_median"], hi)
+        self.assertLess(hi - lo, 0.08)
+        self.assertGreater(hi - lo, 0)
+        self.assertEqual(lb.paired(first, second), got)  # the same steps give the same interval
+
     def test_no_steps(self):
         self.assertEqual(lb.paired([], [1.0]), {"steps": 0})
 
@@ -82,8 +95,10 @@ class Paired(unittest.TestCase):
                 dict(ok, first="vram_fine", second="default", ratio_median=0.98),
                 {"workload": "kvgen", "ok": False, "first": "a", "second": "b", "error": "a: boom"}]
         text = lb.table(rows)
-        self.assertIn("| kvgen | default | vram_fine | 40 | 380.0 · 395.2 | 1.0400 (1.0200–1.0600) | 1.0400 | 1980 · - |", text)
+        self.assertIn("| kvgen | default | vram_fine | 40 | 380.0 · 395.2 | 1.0400 (1.0200–1.0600) | - | 1.0400 | 1980 · - |", text)
         self.assertIn("| kvgen | a | b | failed: a: boom |", text)
+        rows[0]["ratio_ci95"] = [1.03, 1.05]
+        self.assertIn("| 1.0400 (1.0200–1.0600) | 1.0300–1.0500 | 1.0400 |", lb.table(rows))
         self.assertIn("Order-corrected, sqrt(r(default,X) / r(X,default)): vram_fine 1.0302", text)
 
 
