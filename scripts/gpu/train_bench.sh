@@ -65,7 +65,8 @@
 #                        itself (job)
 #   PERCALL=0|1 (0)      also torch_percall.py per allocator, and CuPy default / vram
 #   LOCKSTEP="kvgen gpt2" (none)  after the runs, lockstep_bench.py on these workloads:
-#                        a default,default control, then each of LOCKSTEP_ALLOCATORS
+#                        an unmeasured warm-up run (WARM_RUN=1), a default,default
+#                        control, then each of LOCKSTEP_ALLOCATORS
 #                        (vram_fine) against the default in both orders, the runs of a
 #                        pair taking turns step by step (~50 s a pair on kvgen, ~30 s on
 #                        gpt2); $OUT/lockstep.jsonl, and the summary's step-time target
@@ -212,6 +213,10 @@ if [ -n "$LOCKSTEP" ]; then
 		if [ $(( $(el) + 60 )) -ge "$DEADLINE_S" ]; then
 			echo "-- lockstep $w: skipped, $(el) s leaves less than 60 s before the deadline of $DEADLINE_S s"
 			continue
+		fi
+		if [ "${WARM_RUN:-1}" = 1 ]; then # cold caches must not land on the first pair
+			timeout 120 $PY $B --workload "$w" --allocator default --steps 3 --warmup 1 > "$OUT/runs/$w.lockstep-warm.log" 2>&1
+			echo "-- lockstep $w: warm-up run, exit $?"
 		fi
 		pairs=(default,default)
 		for x in $LOCKSTEP_ALLOCATORS; do pairs+=("default,$x" "$x,default"); done
