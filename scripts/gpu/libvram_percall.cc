@@ -8,6 +8,15 @@
 // For each size: PAIRS allocate+free pairs (the block is reused every time),
 // then a ring of 64 live allocations of mixed sizes. Each figure is the
 // median over batches of 10,000 of the time per pair, in ns.
+//
+// Then the same pair after a gap, as calls come inside training, where the
+// framework launches kernels and waits for the GPU between allocations:
+// before each pair the thread either busy-waits (spin, the caches left as
+// they are) or walks a buffer (walk, 64 bytes apart, which evicts the
+// allocators' data from the caches as the framework's own work does). The
+// two allocators' pairs alternate, one of each after each gap, so both
+// meet the same conditions; each pair is timed on its own (the clock's
+// ~20 ns included in both) and the table gives the medians and p90s.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <dlfcn.h>
 
@@ -68,6 +77,61 @@ static double median_ring_ns(size_t pairs, A alloc, F release) {
   return per[per.size() / 2];
 }
 
+static inline void spin_ns(long long ns) {
+  long long end = now_ns() + ns;
+  while (now_ns() < end) {
+  }
+}
+
+static std::vector<unsigned char> walk_buf;
+static volatile unsigned walk_sink;
+
+static inline void walk(size_t bytes) {
+  unsigned acc = 0;
+  for (size_t i = 0; i < bytes; i += 64) {
+    walk_buf[i]++;
+    acc += walk_buf[i];
+  }
+  walk_sink = acc;
+}
+
+struct Gap {
+  const char *kind;
+  long long spin;  // ns busy-waited, or
+  size_t walk;     // bytes walked
+};
+
+template <class A, class F, class B, class G>
+static void gap_row(const Gap &g, size_t n, size_t size, A ta, F tf, B va, G vf) {
+  std::vector<long long> t(n), v(n);
+  long long gap_total = 0;
+  for (size_t i = 0; i < n; i++) {
+    for (int who = 0; who < 2; who++) {
+      long long g0 = now_ns();
+      if (g.walk) walk(g.walk); else spin_ns(g.spin);
+      long long t0 = now_ns();
+      gap_total += t0 - g0;
+      if (who == 0) {
+        void *p = ta(size);
+        tf(p, size);
+      } else {
+        void *p = va(size);
+        vf(p, size);
+      }
+      (who == 0 ? t : v)[i] = now_ns() - t0;
+    }
+  }
+  std::sort(t.begin(), t.end());
+  std::sort(v.begin(), v.end());
+  char name[64];
+  if (g.walk)
+    std::snprintf(name, sizeof name, "walk %zu KiB", g.walk >> 10);
+  else
+    std::snprintf(name, sizeof name, "spin %lld us", g.spin / 1000);
+  std::printf("%-16s %9zu %10.1f %9lld %9lld %9lld %9lld %7.2f\n", name, size, gap_total / 2e3 / n, t[n / 2],
+              t[n * 9 / 10], v[n / 2], v[n * 9 / 10], (double)v[n / 2] / t[n / 2]);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s LIBVRAM_SO [PAIRS]\n", argv[0]);
@@ -102,5 +166,19 @@ int main(int argc, char **argv) {
   double t = median_ring_ns(pairs, t_alloc, t_free);
   double v = median_ring_ns(pairs, v_alloc, v_free);
   std::printf("%-24s %14.1f %14.1f %8.2f\n", "ring of 64, mixed sizes", t, v, v / t);
+
+  std::printf("\nafter a gap (pairs alternate; ns per pair; gap us: the mean gap before each pair)\n");
+  std::printf("%-16s %9s %10s %9s %9s %9s %9s %7s\n", "gap", "size", "gap us", "torch p50", "torch p90",
+              "vram p50", "vram p90", "ratio");
+  walk_buf.assign(32u << 20, 0);
+  const Gap gaps[] = {{"spin", 0, 0},          {"spin", 5000, 0},        {"spin", 20000, 0},
+                      {"spin", 100000, 0},     {"spin", 500000, 0},      {"walk", 0, 256u << 10},
+                      {"walk", 0, 4u << 20},   {"walk", 0, 32u << 20}};
+  for (size_t size : {65536ul, 4ul << 20}) {
+    for (const Gap &g : gaps) {
+      size_t n = g.spin >= 100000 || g.walk >= (4u << 20) ? 2000 : 20000;
+      gap_row(g, n, size, t_alloc, t_free, v_alloc, v_free);
+    }
+  }
   return 0;
 }
