@@ -675,11 +675,11 @@ def run(a, res):
         dt = time.perf_counter() - t0
         losses.append(float(loss))
         del data, loss
+        mhz = clock.read() if i >= a.warmup else None  # before the partner's turn, so as not to overlap it
         if turns:
             turns.done()
         if i >= a.warmup:
             times.append(dt * 1e3)
-            mhz = clock.read()
             if mhz is not None:
                 clocks.append(mhz)
             if started is None:
