@@ -29,7 +29,8 @@ the .gpu/libvram.so built and carried):
 
 Output: one JSON line per pair (workload, first, second, ok, paired steps,
 each run's median step and SM clock, the median and quartiles of the
-per-step ratios second/first, the ratio of the medians; the runs' own lines
+per-step ratios second/first with a 95 % bootstrap interval of that median,
+the ratio of the medians; the runs' own lines
 are in DIR), then a Markdown table with the order-corrected ratios.
 Exit status 1 if a pair failed.
 """
@@ -48,6 +49,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_BENCH = os.path.join(HERE, "train_bench.py")
+sys.path.insert(0, HERE)
+from train_bench import percentile  # noqa: E402  (nearest rank; train_bench imports torch only when it runs)
 
 
 def parse_args(argv=None):
@@ -83,12 +86,6 @@ def parse_args(argv=None):
     return a
 
 
-def quantile(xs, q):
-    """Nearest-rank quantile of a non-empty list."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
-
-
 def bootstrap_median_ci(xs, n=2000, seed=0):
     """A 95 % interval for the median of xs: the 2.5th and 97.5th
     percentiles of the medians of n resamples (with replacement, a fixed
@@ -110,7 +107,7 @@ def paired(first_ms, second_ms):
     lo, hi = bootstrap_median_ci(r)
     return {"steps": n, "ratio_median": round(statistics.median(r), 4),
             "ratio_ci95": [round(lo, 4), round(hi, 4)],
-            "ratio_p25": round(quantile(r, 0.25), 4), "ratio_p75": round(quantile(r, 0.75), 4),
+            "ratio_p25": round(percentile(r, 25), 4), "ratio_p75": round(percentile(r, 75), 4),
             "ratio_of_medians": round(ms / mf, 4), "first_ms": round(mf, 3), "second_ms": round(ms, 3)}
 
 

@@ -58,7 +58,7 @@ class Paired(unittest.TestCase):
         self.assertEqual(got["ratio_median"], 1.01)  # ratios 1.01, 1.01, 1.03, 1.01
         self.assertEqual(got["ratio_p25"], 1.01)
         self.assertEqual(got["ratio_p75"], 1.01)
-        self.assertEqual(got["ratio_p25"], lb.quantile([1.01, 1.01, 1.03, 1.01], 0.25))
+        self.assertEqual(got["ratio_p75"], tb.percentile([1.01, 1.01, 1.03, 1.01], 75))
         self.assertEqual(got["first_ms"], 150.0)
         self.assertEqual(got["second_ms"], 152.5)
 

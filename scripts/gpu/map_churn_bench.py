@@ -130,7 +130,7 @@ class VMM:
 
 def run_once(torch, blocks, vmm, kind, ops, a):
     """One timed repeat: GPU ms per pass, host µs per op, and whether the
-    host's loop outlasted the GPU's work."""
+    host's mapping changes alone took longer per pass than the GPU's pass."""
     need = ops * a.passes
     if kind == "unmap":
         for i in range(need):

@@ -137,6 +137,14 @@ has_line() {
 }
 ROUND= # the round being run, empty with ROUNDS=1
 
+# warm_run WORKLOAD TAG: a short unmeasured run of the workload under the
+# default allocator (WARM_RUN=0: none), logged to runs/WORKLOAD.TAG.log.
+warm_run() {
+	[ "${WARM_RUN:-1}" = 1 ] || return 0
+	timeout 120 $PY $B --workload "$1" --allocator default --steps 3 --warmup 1 > "$OUT/runs/$1.$2.log" 2>&1
+	echo "-- $1: $2 run, exit $?"
+}
+
 # group WORKLOAD ARGS...: one run per allocator, started together; they
 # take the GPU one at a time. A run that left no line gets one saying why.
 # A short unmeasured run of the workload comes first (WARM_RUN=0: none), so
@@ -144,10 +152,7 @@ ROUND= # the round being run, empty with ROUNDS=1
 # GPU clocks.
 group() {
 	local w=$1 a n=0 rc; shift
-	if [ "${WARM_RUN:-1}" = 1 ]; then
-		timeout 120 $PY $B --workload "$w" --allocator default --steps 3 --warmup 1 > "$OUT/runs/$w.warm.log" 2>&1
-		echo "-- $w: warm-up run, exit $?"
-	fi
+	warm_run "$w" warm
 	local -A pids=()
 	for a in $ALLOCATORS; do n=$((n + 1)); done
 	rm -f "$OUT/gpu.lock" "$OUT/gpu.lock.ready"
@@ -214,10 +219,7 @@ if [ -n "$LOCKSTEP" ]; then
 			echo "-- lockstep $w: skipped, $(el) s leaves less than 60 s before the deadline of $DEADLINE_S s"
 			continue
 		fi
-		if [ "${WARM_RUN:-1}" = 1 ]; then # cold caches must not land on the first pair
-			timeout 120 $PY $B --workload "$w" --allocator default --steps 3 --warmup 1 > "$OUT/runs/$w.lockstep-warm.log" 2>&1
-			echo "-- lockstep $w: warm-up run, exit $?"
-		fi
+		warm_run "$w" lockstep-warm # cold caches must not land on the first pair
 		pairs=(default,default)
 		for x in $LOCKSTEP_ALLOCATORS; do pairs+=("default,$x" "$x,default"); done
 		if [ "$w" = kvgen ]; then st=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else st=(--steps "$STEPS" --warmup "$WARMUP"); fi
