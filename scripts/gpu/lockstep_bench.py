@@ -105,20 +105,32 @@ def paired(first_ms, second_ms):
     r = [s / f for f, s in zip(first_ms[:n], second_ms[:n])]
     mf, ms = statistics.median(first_ms[:n]), statistics.median(second_ms[:n])
     lo, hi = bootstrap_median_ci(r)
-    return {"steps": n, "ratio_median": round(statistics.median(r), 4),
+    return {"steps": n, "ratios": [round(x, 5) for x in r], "ratio_median": round(statistics.median(r), 4),
             "ratio_ci95": [round(lo, 4), round(hi, 4)],
             "ratio_p25": round(percentile(r, 25), 4), "ratio_p75": round(percentile(r, 75), 4),
             "ratio_of_medians": round(ms / mf, 4), "first_ms": round(mf, 3), "second_ms": round(ms, 3)}
 
 
-def order_corrected(results):
-    """{allocator: sqrt(r(default, X) / r(X, default))} for every X run in
-    both orders against the default (the median per-step ratios)."""
-    r = {(p["first"], p["second"]): p["ratio_median"] for p in results if p.get("ok") and "ratio_median" in p}
+def order_corrected(results, n=2000, seed=0):
+    """{allocator: (ratio, lo, hi)} for every X run in both orders against
+    the default: ratio = sqrt(r(default, X) / r(X, default)) of the median
+    per-step ratios, and a 95 % bootstrap interval of it (both pairs' steps
+    resampled together, a fixed seed); lo and hi are None for lines without
+    their per-step ratios."""
+    r = {(p["first"], p["second"]): p for p in results if p.get("ok") and "ratio_median" in p}
     out = {}
-    for (f, s), v in r.items():
-        if f == "default" and s != "default" and (s, "default") in r:
-            out[s] = round(math.sqrt(v / r[(s, "default")]), 4)
+    for (f, s), a in r.items():
+        b = r.get((s, "default"))
+        if f != "default" or s == "default" or b is None:
+            continue
+        lo = hi = None
+        if a.get("ratios") and b.get("ratios"):
+            rng = random.Random(seed)
+            est = sorted(math.sqrt(statistics.median(rng.choices(a["ratios"], k=len(a["ratios"]))) /
+                                   statistics.median(rng.choices(b["ratios"], k=len(b["ratios"]))))
+                         for _ in range(n))
+            lo, hi = round(est[int(0.025 * n)], 4), round(est[min(n - 1, int(0.975 * n))], 4)
+        out[s] = (round(math.sqrt(a["ratio_median"] / b["ratio_median"]), 4), lo, hi)
     return out
 
 
@@ -196,8 +208,9 @@ def table(results):
             sr.get("sm_mhz_median", "-")))
     oc = order_corrected(results)
     if oc:
-        lines += ["", "Order-corrected, sqrt(r(default,X) / r(X,default)): " +
-                  ", ".join("%s %.4f" % kv for kv in sorted(oc.items()))]
+        lines += ["", "Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval: " +
+                  ", ".join("%s %.4f (%s)" % (x, v, "%.4f–%.4f" % (lo, hi) if lo is not None else "no interval")
+                            for x, (v, lo, hi) in sorted(oc.items()))]
     return "\n".join(lines)
 
 
