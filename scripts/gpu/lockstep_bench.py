@@ -98,7 +98,9 @@ def bootstrap_median_ci(xs, n=2000, seed=0):
 def paired(first_ms, second_ms):
     """The per-step comparison of two runs' timed steps, step i with step i
     (as many as both have): median and quartiles of second/first, a 95 %
-    bootstrap interval of that median, and the ratio of the two medians."""
+    bootstrap interval of that median, the standard deviation of the ratios'
+    logarithms (the method's noise: ~0.1 is a step-to-step scatter of ~10 %),
+    and the ratio of the two medians."""
     n = min(len(first_ms), len(second_ms))
     if n == 0:
         return {"steps": 0}
@@ -108,6 +110,7 @@ def paired(first_ms, second_ms):
     return {"steps": n, "ratios": [round(x, 5) for x in r], "ratio_median": round(statistics.median(r), 4),
             "ratio_ci95": [round(lo, 4), round(hi, 4)],
             "ratio_p25": round(percentile(r, 25), 4), "ratio_p75": round(percentile(r, 75), 4),
+            "ratio_log_sd": round(statistics.pstdev([math.log(x) for x in r]), 4),
             "ratio_of_medians": round(ms / mf, 4), "first_ms": round(mf, 3), "second_ms": round(ms, 3)}
 
 
@@ -151,7 +154,7 @@ def run_pair(a, k, first, second, out):
     os.mkfifo(f21)
     procs, files = [], []
     for idx, (alloc, turns, lead) in enumerate(((first, f21 + "," + f12, True), (second, f12 + "," + f21, False))):
-        tag = "pair%d.%d.%s" % (k, idx + 1, alloc)
+        tag = "%s.pair%d.%d.%s" % (a.workload, k, idx + 1, alloc)
         js = os.path.join(out, tag + ".jsonl")
         log = open(os.path.join(out, tag + ".log"), "w")
         cmd = [sys.executable, TRAIN_BENCH, "--workload", a.workload, "--allocator", alloc,

@@ -65,6 +65,7 @@ class Paired(unittest.TestCase):
     def test_interval_of_the_median(self):
         same = lb.paired([100.0] * 20, [101.0] * 20)
         self.assertEqual(same["ratio_ci95"], [1.01, 1.01])  # every step alike: no doubt
+        self.assertEqual(same["ratio_log_sd"], 0)
         first = [100.0 + (i % 7) for i in range(40)]
         second = [f * (1.0 + 0.01 * ((i * 5) % 9 - 4)) for i, f in enumerate(first)]  # ratios 0.96..1.04
         got = lb.paired(first, second)

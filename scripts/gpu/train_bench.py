@@ -97,6 +97,7 @@ line) and exits 1; an out-of-memory error exits 3 and writes its message
 as too large a batch.
 """
 import argparse
+import gc
 import json
 import math
 import os
@@ -152,6 +153,10 @@ def parse_args(argv=None):
     ap.add_argument("--turn-first", action="store_true", help="with --turns: take the first step without waiting")
     ap.add_argument("--turn-timeout", type=float, default=300,
                     help="with --turns: give up after waiting this many seconds for the partner (default 300)")
+    ap.add_argument("--gc-between-steps", action="store_true",
+                    help="Python's garbage collector off during the steps, a collection before each step outside "
+                         "the clock (everything alive before the first step frozen out of it), so that its "
+                         "pauses do not land inside some steps of one run and not of its partner's")
     ap.add_argument("--run-timeout", type=int, default=0,
                     help="give up this many seconds after the GPU part starts (0: never); the line says so")
     a = ap.parse_args(argv)
@@ -662,9 +667,15 @@ def run(a, res):
     at_warm = None
     clock, clocks = SMClock(), []
     turns = _turns
+    if a.gc_between_steps:
+        gc.collect()
+        gc.freeze()
+        gc.disable()
     for i in range(a.steps):
         if turns:
             turns.wait()
+        if a.gc_between_steps:
+            gc.collect()
         data = b.make_input(i)
         torch.cuda.synchronize()
         if i == a.warmup:
@@ -687,6 +698,10 @@ def run(a, res):
             if a.max_seconds and time.perf_counter() - started > a.max_seconds and i < a.steps - 1:
                 truncated = True
                 break
+    if a.gc_between_steps:
+        gc.enable()
+        gc.unfreeze()
+        res["gc_between_steps"] = True
     torch.cuda.synchronize()
     stats = torch.cuda.memory_stats()
     res["allocated_idle"] = stats.get("allocated_bytes.all.current")

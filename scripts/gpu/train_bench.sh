@@ -71,6 +71,8 @@
 #                        pair taking turns step by step (~50 s a pair on kvgen, ~30 s on
 #                        gpt2); $OUT/lockstep.jsonl, and the summary's step-time target
 #                        then uses the order-corrected per-step ratio
+#   LOCKSTEP_ARGS (none) more train_bench.py arguments for the lockstep runs
+#                        (for example --gc-between-steps)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/vram-train}
@@ -96,6 +98,7 @@ FIT_FROM=${FIT_FROM:-$OUT/train.jsonl}
 PERCALL=${PERCALL:-0}
 LOCKSTEP=${LOCKSTEP:-}
 LOCKSTEP_ALLOCATORS=${LOCKSTEP_ALLOCATORS:-vram_fine}
+LOCKSTEP_ARGS=${LOCKSTEP_ARGS:-}
 DEADLINE_S=${DEADLINE_S:-525}
 MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
 B=scripts/gpu/train_bench.py
@@ -224,7 +227,7 @@ if [ -n "$LOCKSTEP" ]; then
 		for x in $LOCKSTEP_ALLOCATORS; do pairs+=("default,$x" "$x,default"); done
 		if [ "$w" = kvgen ]; then st=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else st=(--steps "$STEPS" --warmup "$WARMUP"); fi
 		timeout -k 10 $(( DEADLINE_S - $(el) )) $PY scripts/gpu/lockstep_bench.py --workload "$w" --pairs "${pairs[@]}" \
-			"${st[@]}" --pair-timeout $(( 2 * RUN_TIMEOUT )) --out "$OUT/lockstep" --json "$OUT/lockstep.jsonl" 2>&1 | tail -n 8
+			"${st[@]}" --pair-timeout $(( 2 * RUN_TIMEOUT )) --out "$OUT/lockstep" --json "$OUT/lockstep.jsonl" -- $LOCKSTEP_ARGS 2>&1 | tail -n 8
 		echo "-- lockstep $w: exit ${PIPESTATUS[0]}"
 	done
 fi
