@@ -115,25 +115,34 @@ def paired(first_ms, second_ms):
 
 
 def order_corrected(results, n=2000, seed=0):
-    """{allocator: (ratio, lo, hi)} for every X run in both orders against
-    the default: ratio = sqrt(r(default, X) / r(X, default)) of the median
-    per-step ratios, and a 95 % bootstrap interval of it (both pairs' steps
-    resampled together, a fixed seed); lo and hi are None for lines without
-    their per-step ratios."""
-    r = {(p["first"], p["second"]): p for p in results if p.get("ok") and "ratio_median" in p}
+    """{(workload, allocator): (ratio, lo, hi)} for every X run in both
+    orders against the default: ratio = sqrt(r(default, X) / r(X, default))
+    of the median per-step ratios, and a 95 % bootstrap interval of it (both
+    orders' steps resampled together, a fixed seed). Several lines of one
+    pair (say, from several calls) pool their per-step ratios; lo and hi are
+    None, and the last line's median counts, where a line lacks them."""
+    groups = {}
+    for p in results:
+        if p.get("ok") and "ratio_median" in p:
+            groups.setdefault((p["workload"], p["first"], p["second"]), []).append(p)
+
+    def ratios(lines):
+        return [x for p in lines for x in p["ratios"]] if all(p.get("ratios") for p in lines) else None
+
     out = {}
-    for (f, s), a in r.items():
-        b = r.get((s, "default"))
+    for (w, f, s), a in groups.items():
+        b = groups.get((w, s, "default"))
         if f != "default" or s == "default" or b is None:
             continue
-        lo = hi = None
-        if a.get("ratios") and b.get("ratios"):
-            rng = random.Random(seed)
-            est = sorted(math.sqrt(statistics.median(rng.choices(a["ratios"], k=len(a["ratios"]))) /
-                                   statistics.median(rng.choices(b["ratios"], k=len(b["ratios"]))))
-                         for _ in range(n))
-            lo, hi = round(est[int(0.025 * n)], 4), round(est[min(n - 1, int(0.975 * n))], 4)
-        out[s] = (round(math.sqrt(a["ratio_median"] / b["ratio_median"]), 4), lo, hi)
+        ra, rb = ratios(a), ratios(b)
+        if ra is None or rb is None:
+            out[(w, s)] = (round(math.sqrt(a[-1]["ratio_median"] / b[-1]["ratio_median"]), 4), None, None)
+            continue
+        rng = random.Random(seed)
+        est = sorted(math.sqrt(statistics.median(rng.choices(ra, k=len(ra))) /
+                               statistics.median(rng.choices(rb, k=len(rb)))) for _ in range(n))
+        out[(w, s)] = (round(math.sqrt(statistics.median(ra) / statistics.median(rb)), 4),
+                       round(est[int(0.025 * n)], 4), round(est[min(n - 1, int(0.975 * n))], 4))
     return out
 
 
@@ -211,9 +220,10 @@ def table(results):
             sr.get("sm_mhz_median", "-")))
     oc = order_corrected(results)
     if oc:
-        lines += ["", "Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval: " +
-                  ", ".join("%s %.4f (%s)" % (x, v, "%.4f–%.4f" % (lo, hi) if lo is not None else "no interval")
-                            for x, (v, lo, hi) in sorted(oc.items()))]
+        lines += ["", "Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval"
+                  " (the steps of a pair's lines pooled): " +
+                  ", ".join("%s %s %.4f (%s)" % (w, x, v, "%.4f–%.4f" % (lo, hi) if lo is not None else "no interval")
+                            for (w, x), (v, lo, hi) in sorted(oc.items()))]
     return "\n".join(lines)
 
 

@@ -84,9 +84,11 @@ class Paired(unittest.TestCase):
                {"ok": True, "first": "vram_fine", "second": "default", "ratio_median": 0.98},
                {"ok": True, "first": "default", "second": "default", "ratio_median": 1.01},
                {"ok": True, "first": "default", "second": "vram_paged", "ratio_median": 1.2}]  # one order only
+        res = [dict(r, workload="kvgen") for r in res]
+        res.append(dict(res[0], workload="gpt2"))  # another workload's line does not pair with kvgen's
         got = lb.order_corrected(res)
-        self.assertEqual(set(got), {"vram_fine"})
-        v, lo, hi = got["vram_fine"]
+        self.assertEqual(set(got), {("kvgen", "vram_fine")})
+        v, lo, hi = got[("kvgen", "vram_fine")]
         self.assertAlmostEqual(v, (1.04 / 0.98) ** 0.5, places=4)
         self.assertEqual((lo, hi), (None, None))  # no per-step ratios, no interval
 
@@ -96,13 +98,17 @@ class Paired(unittest.TestCase):
         b = lb.paired(first, [f * (0.98 + 0.01 * ((i * 3) % 9 - 4)) for i, f in enumerate(first)])
         res = [dict(a, workload="kvgen", ok=True, first="default", second="vram_fine"),
                dict(b, workload="kvgen", ok=True, first="vram_fine", second="default")]
-        v, lo, hi = lb.order_corrected(res)["vram_fine"]
+        v, lo, hi = lb.order_corrected(res)[("kvgen", "vram_fine")]
         self.assertAlmostEqual(v, (a["ratio_median"] / b["ratio_median"]) ** 0.5, places=4)
         self.assertLess(lo, v)
         self.assertLess(v, hi)
         self.assertLess(hi - lo, 0.04)  # two pairs of +-4 % steps: the corrected ratio is known to about +-1.5 %
-        self.assertEqual(lb.order_corrected(res)["vram_fine"], (v, lo, hi))  # a fixed seed
-        self.assertIn("vram_fine %.4f (%.4f–%.4f)" % (v, lo, hi), lb.table(res))
+        self.assertEqual(lb.order_corrected(res)[("kvgen", "vram_fine")], (v, lo, hi))  # a fixed seed
+        self.assertIn("kvgen vram_fine %.4f (%.4f–%.4f)" % (v, lo, hi), lb.table(res))
+        # the same pairs again (a second call): their steps pool, the interval narrows
+        v2, lo2, hi2 = lb.order_corrected(res + res)[("kvgen", "vram_fine")]
+        self.assertAlmostEqual(v2, v, places=3)
+        self.assertLess(hi2 - lo2, hi - lo)
 
     def test_table(self):
         ok = dict(workload="kvgen", ok=True, steps=40, first_ms=380.0, second_ms=395.2, ratio_median=1.04,
@@ -116,7 +122,7 @@ class Paired(unittest.TestCase):
         self.assertIn("| kvgen | a | b | failed: a: boom |", text)
         rows[0]["ratio_ci95"] = [1.03, 1.05]
         self.assertIn("| 1.0400 (1.0200–1.0600) | 1.0300–1.0500 | 1.0400 |", lb.table(rows))
-        self.assertIn("Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval: vram_fine 1.0302 (no interval)", text)
+        self.assertIn("Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval (the steps of a pair's lines pooled): kvgen vram_fine 1.0302 (no interval)", text)
 
 
 class Turns(unittest.TestCase):

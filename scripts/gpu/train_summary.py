@@ -367,15 +367,9 @@ def lockstep_ratios(ls_rows):
     """{(workload, allocator): (order-corrected per-step ratio to the
     default, lo, hi of its 95 % interval)} and {workload: the
     default,default control's median per-step ratio}."""
-    ratios, control = {}, {}
-    for w in sorted({r.get("workload") for r in ls_rows}):
-        mine = [r for r in ls_rows if r.get("workload") == w]
-        for a, v in lockstep_bench.order_corrected(mine).items():
-            ratios[(w, a)] = v
-        for r in mine:
-            if r.get("ok") and r.get("first") == r.get("second") == "default":
-                control[w] = r["ratio_median"]
-    return ratios, control
+    control = {r["workload"]: r["ratio_median"] for r in ls_rows
+               if r.get("ok") and r.get("first") == r.get("second") == "default"}
+    return lockstep_bench.order_corrected(ls_rows), control
 
 
 def lockstep_section(ls_rows):
