@@ -372,7 +372,7 @@ func (a *Allocator) mallocLocked(req uint64, s Stream, stack *callStack) (*block
 	}
 	a.allocFoundLocked(b, size, req, stack)
 	if a.pg != nil {
-		a.pg.notePeak(a.st.s[statActiveBytes][poolLarge+1].Current)
+		a.pg.notePeak(a.st.pool[poolLarge][statActiveBytes].Current)
 	}
 	return b, nil
 }
@@ -664,7 +664,7 @@ func (a *Allocator) growLocked(p int, size, req uint64, s Stream) (*block, error
 }
 
 func (a *Allocator) reservedLocked() uint64 {
-	return uint64(a.st.s[statReservedBytes][0].Current)
+	return uint64(a.st.all[statReservedBytes].Current)
 }
 
 // newSegmentLocked asks the device for size bytes and returns the new

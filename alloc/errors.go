@@ -118,8 +118,8 @@ func (a *Allocator) oomErrorLocked(req, size, want uint64, s Stream, cause error
 	if free, total, err := a.dev.MemInfo(); err == nil {
 		e.DeviceFree, e.DeviceTotal = free, total
 	}
-	e.Allocated = uint64(a.st.s[statAllocatedBytes][0].Current)
-	e.Reserved = uint64(a.st.s[statReservedBytes][0].Current)
+	e.Allocated = uint64(a.st.all[statAllocatedBytes].Current)
+	e.Reserved = uint64(a.st.all[statReservedBytes].Current)
 	e.ReservedUnallocated = e.Reserved - e.Allocated
 	for p := range a.pools {
 		a.pools[p].walk(func(b *block) {

@@ -830,7 +830,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 		// stays close to its live bytes.
 		ahead := pg.chunk
 		if pg.fine {
-			ahead = min(pg.chunk, roundUp(uint64(a.st.s[statReservedBytes][poolLarge+1].Current)/64, g))
+			ahead = min(pg.chunk, roundUp(uint64(a.st.pool[poolLarge][statReservedBytes].Current)/64, g))
 		}
 		create = min(max(short, ahead), room-moved, (a.capBytes-r)/g*g)
 	}
@@ -841,7 +841,7 @@ func (a *Allocator) mapPlacementLocked(p placement) (*block, error) {
 	var growErr error
 	bound := ^uint64(0) // by the job's size (sizeShare); pg.maxChunk may shrink in the loop
 	if sizeShare > 0 && pg.fine {
-		peak := uint64(a.st.s[statReservedBytes][poolLarge+1].Peak)
+		peak := uint64(a.st.pool[poolLarge][statReservedBytes].Peak)
 		bound = max((peak/sizeShare+g/2)/g*g, g)
 	}
 	for created := uint64(0); created < create; {
@@ -930,8 +930,8 @@ func (a *Allocator) growFreelyLocked(need uint64) bool {
 // large pool's reserve within slack of its peak of active bytes, counting
 // a request of need bytes on top of what is active now.
 func (a *Allocator) reserveWithinLocked(need, add uint64, slack float64) bool {
-	res := a.st.s[statReservedBytes][poolLarge+1].Current
-	act := a.st.s[statActiveBytes][poolLarge+1]
+	res := a.st.pool[poolLarge][statReservedBytes].Current
+	act := a.st.pool[poolLarge][statActiveBytes]
 	peak := max(act.Peak, act.Current+int64(need))
 	return float64(res+int64(add)) <= (1+slack)*float64(peak)
 }
@@ -1060,7 +1060,7 @@ func (a *Allocator) pagedTickLocked() error {
 	if pg.window == 0 || a.seq-pg.winStart < pg.window {
 		return nil
 	}
-	act := a.st.s[statActiveBytes][poolLarge+1].Current
+	act := a.st.pool[poolLarge][statActiveBytes].Current
 	pg.notePeak(act)
 	peak := act
 	for _, p := range pg.winPeak {
