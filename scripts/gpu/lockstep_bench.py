@@ -114,35 +114,49 @@ def paired(first_ms, second_ms):
             "ratio_of_medians": round(ms / mf, 4), "first_ms": round(mf, 3), "second_ms": round(ms, 3)}
 
 
+MIN_PROCESS_PAIRS = 3  # pairs of processes in each order before an interval counts them
+
+
 def order_corrected(results, n=2000, seed=0):
-    """{(workload, allocator): (ratio, lo, hi)} for every X run in both
-    orders against the default: ratio = sqrt(r(default, X) / r(X, default))
-    of the median per-step ratios, and a 95 % bootstrap interval of it (both
-    orders' steps resampled together, a fixed seed). Several lines of one
-    pair (say, from several calls) pool their per-step ratios; lo and hi are
-    None, and the last line's median counts, where a line lacks them."""
+    """{(workload, allocator): (ratio, lo, hi, pairs)} for every X run in
+    both orders against the default: ratio = sqrt(r(default, X) /
+    r(X, default)) of the median per-step ratios, a 95 % bootstrap interval
+    of it, and the number of pairs of processes in the order with fewer.
+
+    Several lines of one pair (say, from several calls, each its own two
+    processes) pool their per-step ratios. Steps of one process are not
+    independent: a process can run all its steps some percent slower than
+    another of the same allocator (on an H100 VM, a default,default pair
+    ran its second process 12 % slower throughout), so the interval is a
+    two-stage bootstrap: the lines of each order resampled, then the steps
+    within each. With fewer than MIN_PROCESS_PAIRS lines in an order the
+    first stage cannot see that scatter, and the interval covers the steps'
+    alone. lo and hi are None, and the last line's median counts, where a
+    line lacks its per-step ratios."""
     groups = {}
     for p in results:
         if p.get("ok") and "ratio_median" in p:
             groups.setdefault((p["workload"], p["first"], p["second"]), []).append(p)
-
-    def ratios(lines):
-        return [x for p in lines for x in p["ratios"]] if all(p.get("ratios") for p in lines) else None
-
     out = {}
     for (w, f, s), a in groups.items():
         b = groups.get((w, s, "default"))
         if f != "default" or s == "default" or b is None:
             continue
-        ra, rb = ratios(a), ratios(b)
-        if ra is None or rb is None:
-            out[(w, s)] = (round(math.sqrt(a[-1]["ratio_median"] / b[-1]["ratio_median"]), 4), None, None)
+        pairs = min(len(a), len(b))
+        if not all(p.get("ratios") for p in a + b):
+            out[(w, s)] = (round(math.sqrt(a[-1]["ratio_median"] / b[-1]["ratio_median"]), 4), None, None, pairs)
             continue
         rng = random.Random(seed)
-        est = sorted(math.sqrt(statistics.median(rng.choices(ra, k=len(ra))) /
-                               statistics.median(rng.choices(rb, k=len(rb)))) for _ in range(n))
+
+        def resample(lines):
+            return statistics.median([x for p in rng.choices(lines, k=len(lines))
+                                      for x in rng.choices(p["ratios"], k=len(p["ratios"]))])
+
+        est = sorted(math.sqrt(resample(a) / resample(b)) for _ in range(n))
+        ra = [x for p in a for x in p["ratios"]]
+        rb = [x for p in b for x in p["ratios"]]
         out[(w, s)] = (round(math.sqrt(statistics.median(ra) / statistics.median(rb)), 4),
-                       round(est[int(0.025 * n)], 4), round(est[min(n - 1, int(0.975 * n))], 4))
+                       round(est[int(0.025 * n)], 4), round(est[min(n - 1, int(0.975 * n))], 4), pairs)
     return out
 
 
@@ -222,8 +236,9 @@ def table(results):
     if oc:
         lines += ["", "Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval"
                   " (the steps of a pair's lines pooled): " +
-                  ", ".join("%s %s %.4f (%s)" % (w, x, v, "%.4f–%.4f" % (lo, hi) if lo is not None else "no interval")
-                            for (w, x), (v, lo, hi) in sorted(oc.items()))]
+                  ", ".join("%s %s %.4f (%s; %d pair%s of processes an order)" % (
+                      w, x, v, "%.4f–%.4f" % (lo, hi) if lo is not None else "no interval", k, "" if k == 1 else "s")
+                      for (w, x), (v, lo, hi, k) in sorted(oc.items()))]
     return "\n".join(lines)
 
 

@@ -88,9 +88,9 @@ class Paired(unittest.TestCase):
         res.append(dict(res[0], workload="gpt2"))  # another workload's line does not pair with kvgen's
         got = lb.order_corrected(res)
         self.assertEqual(set(got), {("kvgen", "vram_fine")})
-        v, lo, hi = got[("kvgen", "vram_fine")]
+        v, lo, hi, k = got[("kvgen", "vram_fine")]
         self.assertAlmostEqual(v, (1.04 / 0.98) ** 0.5, places=4)
-        self.assertEqual((lo, hi), (None, None))  # no per-step ratios, no interval
+        self.assertEqual((lo, hi, k), (None, None, 1))  # no per-step ratios, no interval
 
     def test_order_corrected_interval(self):
         first = [100.0 + (i % 7) for i in range(40)]
@@ -98,17 +98,34 @@ class Paired(unittest.TestCase):
         b = lb.paired(first, [f * (0.98 + 0.01 * ((i * 3) % 9 - 4)) for i, f in enumerate(first)])
         res = [dict(a, workload="kvgen", ok=True, first="default", second="vram_fine"),
                dict(b, workload="kvgen", ok=True, first="vram_fine", second="default")]
-        v, lo, hi = lb.order_corrected(res)[("kvgen", "vram_fine")]
+        v, lo, hi, k = lb.order_corrected(res)[("kvgen", "vram_fine")]
+        self.assertEqual(k, 1)
         self.assertAlmostEqual(v, (a["ratio_median"] / b["ratio_median"]) ** 0.5, places=4)
         self.assertLess(lo, v)
         self.assertLess(v, hi)
         self.assertLess(hi - lo, 0.04)  # two pairs of +-4 % steps: the corrected ratio is known to about +-1.5 %
-        self.assertEqual(lb.order_corrected(res)[("kvgen", "vram_fine")], (v, lo, hi))  # a fixed seed
-        self.assertIn("kvgen vram_fine %.4f (%.4f–%.4f)" % (v, lo, hi), lb.table(res))
+        self.assertEqual(lb.order_corrected(res)[("kvgen", "vram_fine")], (v, lo, hi, k))  # a fixed seed
+        self.assertIn("kvgen vram_fine %.4f (%.4f–%.4f; 1 pair of processes an order)" % (v, lo, hi), lb.table(res))
         # the same pairs again (a second call): their steps pool, the interval narrows
-        v2, lo2, hi2 = lb.order_corrected(res + res)[("kvgen", "vram_fine")]
+        v2, lo2, hi2, k2 = lb.order_corrected(res + res)[("kvgen", "vram_fine")]
+        self.assertEqual(k2, 2)
         self.assertAlmostEqual(v2, v, places=3)
         self.assertLess(hi2 - lo2, hi - lo)
+
+    def test_order_corrected_counts_processes(self):
+        # three pairs of processes an order whose steps agree within each process but whose
+        # processes differ by +-5 %: the interval must be wide, though every process is tight
+        def line(first, second, c):
+            p = lb.paired([100.0] * 40, [100.0 * c * (1 + 0.001 * (i % 3 - 1)) for i in range(40)])
+            return dict(p, workload="gpt2", ok=True, first=first, second=second)
+        res = [line("default", "vram_fine", c) for c in (0.95, 1.0, 1.05)] + \
+              [line("vram_fine", "default", c) for c in (0.95, 1.0, 1.05)]
+        v, lo, hi, k = lb.order_corrected(res)[("gpt2", "vram_fine")]
+        self.assertEqual(k, 3)
+        self.assertAlmostEqual(v, 1.0, places=2)
+        self.assertGreater(hi - lo, 0.03)  # the steps alone would give about 0.002
+        one = lb.order_corrected(res[1:2] + res[4:5])[("gpt2", "vram_fine")]
+        self.assertLess(one[2] - one[1], 0.005)
 
     def test_table(self):
         ok = dict(workload="kvgen", ok=True, steps=40, first_ms=380.0, second_ms=395.2, ratio_median=1.04,
@@ -122,7 +139,7 @@ class Paired(unittest.TestCase):
         self.assertIn("| kvgen | a | b | failed: a: boom |", text)
         rows[0]["ratio_ci95"] = [1.03, 1.05]
         self.assertIn("| 1.0400 (1.0200–1.0600) | 1.0300–1.0500 | 1.0400 |", lb.table(rows))
-        self.assertIn("Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval (the steps of a pair's lines pooled): kvgen vram_fine 1.0302 (no interval)", text)
+        self.assertIn("Order-corrected, sqrt(r(default,X) / r(X,default)), with its 95 % interval (the steps of a pair's lines pooled): kvgen vram_fine 1.0302 (no interval; 1 pair of processes an order)", text)
 
 
 class Turns(unittest.TestCase):

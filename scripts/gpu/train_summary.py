@@ -19,9 +19,11 @@ default's; the largest batch under the cap >= 5 % above expandable's on at
 least two workloads; losses identical to default's (exact float compare over
 the steps both ran). Where DIR/lockstep.jsonl (train_bench.sh LOCKSTEP) has
 the allocator against the default in both orders, the step-time check uses
-that order-corrected per-step ratio instead of the rounds': PASS when its
-95 % interval lies at or below 1.01, FAIL when it lies above, UNDECIDED
-when it straddles 1.01 (more paired steps needed)."""
+that order-corrected per-step ratio instead of the rounds': FAIL when its
+95 % interval lies above 1.01; PASS when it lies at or below 1.01 and each
+order has at least lockstep_bench.MIN_PROCESS_PAIRS pairs of processes (so
+that the interval counts the processes' own scatter, not only the steps');
+otherwise UNDECIDED."""
 import glob
 import json
 import math
@@ -397,9 +399,13 @@ def targets(workloads, runs, fits, rows=(), ls_rows=()):
         vals, states = [], []
         for w in workloads:
             if (w, a) in lock:
-                v, lo, hi = lock[(w, a)]
-                states.append(v <= 1 + STEP_TOL if lo is None else
-                              True if hi <= 1 + STEP_TOL else False if lo > 1 + STEP_TOL else None)
+                v, lo, hi, k = lock[(w, a)]
+                if lo is None:  # lines without their steps' ratios: a point alone decides nothing
+                    states.append(None)
+                elif lo > 1 + STEP_TOL:
+                    states.append(False)
+                else:  # a pass needs the processes' own scatter inside the interval
+                    states.append(True if hi <= 1 + STEP_TOL and k >= lockstep_bench.MIN_PROCESS_PAIRS else None)
             else:
                 v = step_ratio(rows, runs, w, a)
                 if v is None:
@@ -410,10 +416,12 @@ def targets(workloads, runs, fits, rows=(), ls_rows=()):
 
         def with_spread(w, v):
             if (w, a) in lock:
-                _, lo, hi = lock[(w, a)]
+                _, lo, hi, k = lock[(w, a)]
                 c = control.get(w)
-                return "%s %.3f (lockstep, order-corrected, 95 %% interval %s%s)" % (
-                    w, v, "%.3f–%.3f" % (lo, hi) if lo is not None else "not known",
+                return "%s %.3f (lockstep, order-corrected, 95 %% interval %s, %d pair%s of processes an order%s%s)" % (
+                    w, v, "%.3f–%.3f" % (lo, hi) if lo is not None else "not known", k, "" if k == 1 else "s",
+                    "" if k >= lockstep_bench.MIN_PROCESS_PAIRS or lo is None else
+                    ", too few to count the processes' own scatter",
                     "; default against itself %.3f" % c if c is not None else "")
             sp = round_spread(rows, w, "default")
             return "%s %.3f" % (w, v) + (" (the default's own rounds spread %.1f %%)" % (100 * sp) if sp else "")
@@ -621,26 +629,29 @@ def self_test():
             self.assertIn("## Step time in lockstep", text)
             self.assertIn("| kvgen | default | vram_fine | 30 | 380.0 · 384.0 | 1.0120 (0.9900–1.0300) |", text)
             # sqrt(1.012 / 0.996) = 1.0080: within 1 %, though the separate runs' ratio is 1.105
-            # lines without per-step ratios (no interval): the point estimate decides
-            self.assertIn("PASS median step within 1 % of default: kvgen 1.008 (lockstep, order-corrected, "
-                          "95 % interval not known; default against itself 1.002)", text)
+            # lines without per-step ratios (no interval): undecided, whatever the point says
+            self.assertIn("UNDECIDED median step within 1 % of default: kvgen 1.008 (lockstep, order-corrected, "
+                          "95 % interval not known, 1 pair of processes an order; default against itself 1.002)", text)
             os.remove(os.path.join(self.d, "train.jsonl"))  # lockstep alone (train_bench.sh RUNS=0)
             text, _ = summary(self.d)
-            self.assertIn("PASS median step within 1 % of default: kvgen 1.008 (lockstep", text)
+            self.assertIn("UNDECIDED median step within 1 % of default: kvgen 1.008 (lockstep", text)
             self.assertIn("FAIL reserved/allocated ≤ 1.03: no runs", text)
 
-            # with per-step ratios the interval decides: tight around 0.99 passes, tight
-            # around 1.05 fails, a wide one around 1.0 is undecided
-            for spread, centre, want in ((0.002, 0.99, "PASS"), (0.002, 1.05, "FAIL"), (0.1, 1.0, "UNDECIDED")):
+            # with per-step ratios the interval decides: tight around 1.05 fails even from one pair of
+            # processes an order; tight around 0.99 passes only from three; a wide one is undecided
+            for spread, centre, pairs, want in ((0.002, 1.05, 1, "FAIL"), (0.002, 0.99, 1, "UNDECIDED"),
+                                                (0.002, 0.99, 3, "PASS"), (0.1, 1.0, 3, "UNDECIDED")):
                 with open(os.path.join(self.d, "lockstep.jsonl"), "w") as f:
-                    for first, second, c in (("default", "default", 1.0), ("default", "vram_fine", centre),
-                                             ("vram_fine", "default", 1 / centre)):
-                        rs = [c * (1 + spread * ((i * 7) % 11 - 5)) for i in range(40)]
-                        f.write(json.dumps(dict(base, first=first, second=second, ratios=rs,
-                                                ratio_median=statistics.median(rs))) + "\n")
+                    for k in range(pairs):
+                        for first, second, c in (("default", "default", 1.0), ("default", "vram_fine", centre),
+                                                 ("vram_fine", "default", 1 / centre)):
+                            rs = [c * (1 + spread * ((i * 7 + k) % 11 - 5)) for i in range(40)]
+                            f.write(json.dumps(dict(base, first=first, second=second, ratios=rs,
+                                                    ratio_median=statistics.median(rs))) + "\n")
                 text, _ = summary(self.d)
                 self.assertIn("- %s median step within 1 %% of default: kvgen %.3f (lockstep, order-corrected, "
                               "95 %% interval " % (want, centre), text)
+                self.assertIn("%d pair%s of processes an order" % (pairs, "" if pairs == 1 else "s"), text)
 
         def test_timed_alloc(self):
             L = [5.0]
