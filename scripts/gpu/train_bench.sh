@@ -71,6 +71,8 @@
 #                        pair taking turns step by step (~50 s a pair on kvgen, ~30 s on
 #                        gpt2); $OUT/lockstep.jsonl, and the summary's step-time target
 #                        then uses the order-corrected per-step ratio
+#   LOCKSTEP_PAIRS (1)   pairs of processes in each order (the step-time target
+#                        passes only from 3; lockstep_bench.MIN_PROCESS_PAIRS)
 #   LOCKSTEP_ARGS (none) more train_bench.py arguments for the lockstep runs
 #                        (for example --gc-between-steps)
 set -uo pipefail
@@ -99,6 +101,8 @@ PERCALL=${PERCALL:-0}
 LOCKSTEP=${LOCKSTEP:-}
 LOCKSTEP_ALLOCATORS=${LOCKSTEP_ALLOCATORS:-vram_fine}
 LOCKSTEP_ARGS=${LOCKSTEP_ARGS:-}
+LOCKSTEP_PAIRS=${LOCKSTEP_PAIRS:-1}
+case $LOCKSTEP_PAIRS in '' | *[!0-9]* | 0) echo "LOCKSTEP_PAIRS=$LOCKSTEP_PAIRS: want a whole number of at least 1" >&2; exit 2 ;; esac
 DEADLINE_S=${DEADLINE_S:-525}
 MAIN_BUDGET_S=${MAIN_BUDGET_S:-330}
 B=scripts/gpu/train_bench.py
@@ -224,7 +228,9 @@ if [ -n "$LOCKSTEP" ]; then
 		fi
 		warm_run "$w" lockstep-warm # cold caches must not land on the first pair
 		pairs=(default,default)
-		for x in $LOCKSTEP_ALLOCATORS; do pairs+=("default,$x" "$x,default"); done
+		for _ in $(seq "$LOCKSTEP_PAIRS"); do
+			for x in $LOCKSTEP_ALLOCATORS; do pairs+=("default,$x" "$x,default"); done
+		done
 		if [ "$w" = kvgen ]; then st=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else st=(--steps "$STEPS" --warmup "$WARMUP"); fi
 		timeout -k 10 $(( DEADLINE_S - $(el) )) $PY scripts/gpu/lockstep_bench.py --workload "$w" --pairs "${pairs[@]}" \
 			"${st[@]}" --pair-timeout $(( 2 * RUN_TIMEOUT )) --out "$OUT/lockstep" --json "$OUT/lockstep.jsonl" -- $LOCKSTEP_ARGS 2>&1 | tail -n 8
