@@ -366,9 +366,9 @@ def workload_table(w, runs, fits):
 
 
 def lockstep_ratios(ls_rows):
-    """{(workload, allocator): (order-corrected per-step ratio to the
-    default, lo, hi of its 95 % interval)} and {workload: the
-    default,default control's median per-step ratio}."""
+    """lockstep_bench.order_corrected's {(workload, allocator): (ratio, lo,
+    hi, pairs of processes an order)} and {workload: the median per-step
+    ratio of its last default,default control}."""
     control = {r["workload"]: r["ratio_median"] for r in ls_rows
                if r.get("ok") and r.get("first") == r.get("second") == "default"}
     return lockstep_bench.order_corrected(ls_rows), control
