@@ -368,9 +368,14 @@ def workload_table(w, runs, fits):
 def lockstep_ratios(ls_rows):
     """lockstep_bench.order_corrected's {(workload, allocator): (ratio, lo,
     hi, pairs of processes an order)} and {workload: the median per-step
-    ratio of its last default,default control}."""
-    control = {r["workload"]: r["ratio_median"] for r in ls_rows
-               if r.get("ok") and r.get("first") == r.get("second") == "default"}
+    ratio of its default,default controls, their steps pooled (the last
+    control's median where a line lacks its steps)}."""
+    lines = {}
+    for r in ls_rows:
+        if r.get("ok") and r.get("first") == r.get("second") == "default" and "ratio_median" in r:
+            lines.setdefault(r["workload"], []).append(r)
+    control = {w: statistics.median([x for r in c for x in r["ratios"]]) if all(r.get("ratios") for r in c)
+               else c[-1]["ratio_median"] for w, c in lines.items()}
     return lockstep_bench.order_corrected(ls_rows), control
 
 
@@ -652,6 +657,15 @@ def self_test():
                 self.assertIn("- %s median step within 1 %% of default: kvgen %.3f (lockstep, order-corrected, "
                               "95 %% interval " % (want, centre), text)
                 self.assertIn("%d pair%s of processes an order" % (pairs, "" if pairs == 1 else "s"), text)
+
+            # two controls: their steps pool (40 at 1.1 and 20 at 0.9: 1.1), not the last line's 0.9
+            with open(os.path.join(self.d, "lockstep.jsonl"), "w") as f:
+                for first, second, rs in (("default", "default", [1.1] * 40), ("default", "default", [0.9] * 20),
+                                          ("default", "vram_fine", [1.0] * 40), ("vram_fine", "default", [1.0] * 40)):
+                    f.write(json.dumps(dict(base, first=first, second=second, ratios=rs,
+                                            ratio_median=statistics.median(rs))) + "\n")
+            text, _ = summary(self.d)
+            self.assertIn("default against itself 1.100", text)
 
         def test_timed_alloc(self):
             L = [5.0]
