@@ -233,7 +233,7 @@ if [ -n "$LOCKSTEP" ]; then
 		done
 		if [ "$w" = kvgen ]; then st=(--steps "$KV_STEPS" --warmup "$KV_WARMUP"); else st=(--steps "$STEPS" --warmup "$WARMUP"); fi
 		timeout -k 10 $(( DEADLINE_S - $(el) )) $PY scripts/gpu/lockstep_bench.py --workload "$w" --pairs "${pairs[@]}" \
-			"${st[@]}" --pair-timeout $(( 2 * RUN_TIMEOUT )) --out "$OUT/lockstep" --json "$OUT/lockstep.jsonl" -- $LOCKSTEP_ARGS 2>&1 | tail -n 8
+			"${st[@]}" --pair-timeout $(( 2 * RUN_TIMEOUT )) --out "$OUT/lockstep" --json "$OUT/lockstep.jsonl" -- $LOCKSTEP_ARGS 2>&1 | sed -n '/^$/,$p' # the table after the JSON lines
 		echo "-- lockstep $w: exit ${PIPESTATUS[0]}"
 	done
 fi

@@ -28,7 +28,6 @@ import glob
 import json
 import math
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -374,7 +373,7 @@ def lockstep_ratios(ls_rows):
     for r in ls_rows:
         if r.get("ok") and r.get("first") == r.get("second") == "default" and "ratio_median" in r:
             lines.setdefault(r["workload"], []).append(r)
-    control = {w: statistics.median([x for r in c for x in r["ratios"]]) if all(r.get("ratios") for r in c)
+    control = {w: median([x for r in c for x in r["ratios"]]) if all(r.get("ratios") for r in c)
                else c[-1]["ratio_median"] for w, c in lines.items()}
     return lockstep_bench.order_corrected(ls_rows), control
 
@@ -652,7 +651,7 @@ def self_test():
                                                  ("vram_fine", "default", 1 / centre)):
                             rs = [c * (1 + spread * ((i * 7 + k) % 11 - 5)) for i in range(40)]
                             f.write(json.dumps(dict(base, first=first, second=second, ratios=rs,
-                                                    ratio_median=statistics.median(rs))) + "\n")
+                                                    ratio_median=median(rs))) + "\n")
                 text, _ = summary(self.d)
                 self.assertIn("- %s median step within 1 %% of default: kvgen %.3f (lockstep, order-corrected, "
                               "95 %% interval " % (want, centre), text)
@@ -663,7 +662,7 @@ def self_test():
                 for first, second, rs in (("default", "default", [1.1] * 40), ("default", "default", [0.9] * 20),
                                           ("default", "vram_fine", [1.0] * 40), ("vram_fine", "default", [1.0] * 40)):
                     f.write(json.dumps(dict(base, first=first, second=second, ratios=rs,
-                                            ratio_median=statistics.median(rs))) + "\n")
+                                            ratio_median=median(rs))) + "\n")
             text, _ = summary(self.d)
             self.assertIn("default against itself 1.100", text)
 
